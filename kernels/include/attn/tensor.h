@@ -1,0 +1,64 @@
+// attn/tensor.h
+//
+// Views of the tensors an attention call reads and writes, and the call's
+// arguments. Every tensor is contiguous in [batch, seq_len, num_heads, head_dim]
+// order (BSHD, the layout of the wire format and of PyTorch's (B, S, H, D)
+// tensors); views never own memory. Host and device pointers look alike here:
+// the backend that runs the call decides which one it expects.
+#ifndef ATTN_TENSOR_H_
+#define ATTN_TENSOR_H_
+
+#include <cstdint>
+#include <string>
+
+#include "attn/dtype.h"
+
+namespace attn {
+
+struct Shape {
+  int64_t batch = 0;
+  int64_t seq_len = 0;
+  int64_t num_heads = 0;
+  int64_t head_dim = 0;
+
+  int64_t NumElements() const { return batch * seq_len * num_heads * head_dim; }
+  // Elements between consecutive sequence positions (one token's heads).
+  int64_t RowStride() const { return num_heads * head_dim; }
+  // "[B, S, H, D]" for messages.
+  std::string ToString() const;
+  bool operator==(const Shape& o) const {
+    return batch == o.batch && seq_len == o.seq_len && num_heads == o.num_heads &&
+           head_dim == o.head_dim;
+  }
+  bool operator!=(const Shape& o) const { return !(*this == o); }
+};
+
+struct ConstTensorView {
+  const void* data = nullptr;
+  DType dtype = DType::kBFloat16;
+  Shape shape;
+};
+
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::kBFloat16;
+  Shape shape;
+  operator ConstTensorView() const { return {data, dtype, shape}; }
+};
+
+// out = softmax(q · kᵀ · softmax_scale) · v, per (batch, head); non-causal,
+// equal query and key lengths. q, k, v and out share dtype and shape.
+struct AttentionArgs {
+  ConstTensorView q;
+  ConstTensorView k;
+  ConstTensorView v;
+  TensorView out;
+  // Multiplies q·kᵀ before the softmax; 0 means the default 1/sqrt(head_dim).
+  float softmax_scale = 0.0f;
+
+  float ResolvedScale() const;
+};
+
+}  // namespace attn
+
+#endif  // ATTN_TENSOR_H_

@@ -1,0 +1,23 @@
+// Internal seam between the backend-neutral registry (registry.cc) and the
+// CUDA kernels: implemented by cuda/gpu_kernels.cc in CUDA builds and by
+// gpu_kernels_none.cc otherwise.
+#ifndef ATTN_KERNELS_SRC_GPU_KERNELS_H_
+#define ATTN_KERNELS_SRC_GPU_KERNELS_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "attn/attention.h"
+
+namespace attn::internal {
+
+// The GPU kernels in ladder order, tile sizes resolved for the current device.
+std::vector<KernelInfo> GpuKernels();
+
+// Launches `kernel` on `stream`. `args` has passed ValidateArgs for `kernel`.
+absl::Status LaunchGpuKernel(const KernelInfo& kernel, const AttentionArgs& args,
+                             CUstream_st* stream);
+
+}  // namespace attn::internal
+
+#endif  // ATTN_KERNELS_SRC_GPU_KERNELS_H_
