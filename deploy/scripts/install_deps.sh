@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs attnserve's build and test dependencies from the distribution's
+# packages (Debian 12 / Ubuntu 22.04+). The CUDA toolkit is not installed
+# here: builds use the nvcc they find (PATH or /usr/local/cuda/bin), else
+# build the CPU parts only.
+#
+#   install_deps.sh [--runtime-only] [--with-checks]
+#     --runtime-only  only the shared libraries the binaries need at run time
+#     --with-checks   also the linters the deployment checks use
+set -euo pipefail
+
+runtime_only=0
+with_checks=0
+for arg in "$@"; do
+  case "$arg" in
+    --runtime-only) runtime_only=1 ;;
+    --with-checks) with_checks=1 ;;
+    *) echo "install_deps.sh: unknown option '$arg'" >&2; exit 2 ;;
+  esac
+done
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+
+if [ "$runtime_only" -eq 1 ]; then
+  packages=(libgrpc++1.51 libprotobuf32 ca-certificates)
+  # Ubuntu 24.04 names them by newer sonames; let apt pick what exists.
+  if ! apt-cache show libgrpc++1.51 >/dev/null 2>&1; then
+    packages=(libgrpc++1.51t64 libprotobuf32t64 ca-certificates)
+  fi
+else
+  packages=(build-essential cmake ninja-build pkg-config git
+            libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+            libabsl-dev libgtest-dev
+            python3 python3-grpcio python3-numpy python3-protobuf)
+fi
+if [ "$with_checks" -eq 1 ]; then
+  packages+=(shellcheck yamllint)
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+echo "install_deps.sh: installed ${#packages[@]} packages"

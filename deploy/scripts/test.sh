@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The README's test command: installs dependencies, builds, and runs the
+# tests. The "cpu" label always runs; the "gpu" label runs when a CUDA device
+# is visible (its tests skip cleanly otherwise).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build_dir="${BUILD_DIR:-$root/build}"
+
+if [ "${ATTN_SKIP_DEPS:-0}" != "1" ]; then
+  bash "$root/deploy/scripts/install_deps.sh" --with-checks
+fi
+bash "$root/deploy/scripts/build.sh"
+
+labels="cpu"
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  labels="cpu|gpu"
+fi
+echo "test.sh: running ctest labels '$labels'"
+ctest --test-dir "$build_dir" -L "$labels" --output-on-failure --no-tests=error
