@@ -1,0 +1,181 @@
+// attn_server: the attnserve gRPC service. Flags become a ServerOptions;
+// SIGTERM or SIGINT drains the server and exits 0 (a second one exits 1 at
+// once).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "log.h"
+#include "server.h"
+#include "server_options.h"
+
+using attn::server::BackendChoice;
+using attn::server::LogLevel;
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "HOST:PORT to listen on; containers use 0.0.0.0:50051. Port 0 picks a free port "
+          "(see --port_file).");
+ABSL_FLAG(std::string, port_file, "",
+          "If set, write the bound port number and a newline to this file once the server "
+          "reports SERVING.");
+ABSL_FLAG(BackendChoice, backend, BackendChoice::kAuto,
+          "auto|cuda|cpu. auto picks cuda when this build has CUDA and a GPU of compute "
+          "capability >= 8.0 is visible, else cpu.");
+ABSL_FLAG(std::string, devices, "",
+          "CUDA device ordinals to serve on, e.g. \"0,1\"; empty = every usable device.");
+ABSL_FLAG(int, streams_per_device, 2,
+          "CUDA streams (each with a worker and its own preallocated buffers) per device.");
+ABSL_FLAG(int64_t, max_message_bytes, int64_t{256} << 20,
+          "Largest gRPC message accepted or sent, in bytes (at most 2147483647). A unary "
+          "Attend request carries Q, K and V in one message; larger tensors use AttendStream.");
+ABSL_FLAG(int64_t, max_tokens_per_request, int64_t{1} << 25,
+          "Largest tensor a request may carry, in elements (batch*seq_len*num_heads*head_dim "
+          "of one of Q, K, V). Sizes the CUDA buffers allocated at start-up (4 tensors of "
+          "2 bytes per element, per stream). The default fits B=4, S=4096, H=16, D=128.");
+ABSL_FLAG(int, queue_capacity, 64,
+          "Requests that may wait for a worker; beyond that new requests get "
+          "RESOURCE_EXHAUSTED at once.");
+ABSL_FLAG(int64_t, max_stream_buffer_bytes, 0,
+          "Bytes that AttendStream calls may buffer at once while their chunks arrive, all "
+          "calls together; 0 = room for four calls of the largest size.");
+ABSL_FLAG(int, cpu_threads, 0,
+          "CPU backend: threads per request; 0 = the host's hardware concurrency.");
+ABSL_FLAG(int, cpu_workers, 1, "CPU backend: requests run at the same time.");
+ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{1} << 20,
+          "AttendStream: output bytes per response chunk.");
+ABSL_FLAG(double, drain_delay_s, 0.0,
+          "On SIGTERM/SIGINT: seconds to keep serving with health NOT_SERVING before new "
+          "calls are refused (lets load balancers notice).");
+ABSL_FLAG(double, drain_timeout_s, 30.0,
+          "On SIGTERM/SIGINT: seconds that calls in flight get to finish before they are "
+          "cancelled.");
+ABSL_FLAG(LogLevel, log_level, LogLevel::kInfo,
+          "debug|info|warning|error. Per-request lines are logged at info.");
+ABSL_FLAG(bool, reflection, true, "Serve gRPC server reflection (for grpcurl and grpc_cli).");
+
+namespace {
+
+bool ParseDevices(const std::string& text, std::vector<int>* devices, std::string* error) {
+  devices->clear();
+  if (text.empty()) return true;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int ordinal = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &ordinal) || ordinal < 0) {
+      *error = "--devices: '" + std::string(part) + "' is not a device ordinal (e.g. \"0,1\")";
+      return false;
+    }
+    devices->push_back(ordinal);
+  }
+  return true;
+}
+
+// Flags to options; false (with `error`) for values no server can run with.
+bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) {
+  options->listen = absl::GetFlag(FLAGS_listen);
+  options->port_file = absl::GetFlag(FLAGS_port_file);
+  options->backend = absl::GetFlag(FLAGS_backend);
+  if (!ParseDevices(absl::GetFlag(FLAGS_devices), &options->devices, error)) return false;
+  options->streams_per_device = absl::GetFlag(FLAGS_streams_per_device);
+  options->cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  options->cpu_workers = absl::GetFlag(FLAGS_cpu_workers);
+  options->limits.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options->limits.max_tokens_per_request = absl::GetFlag(FLAGS_max_tokens_per_request);
+  options->limits.queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
+  options->limits.max_stream_buffer_bytes = absl::GetFlag(FLAGS_max_stream_buffer_bytes);
+  options->stream_chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
+  options->drain_delay = absl::Seconds(absl::GetFlag(FLAGS_drain_delay_s));
+  options->drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  options->reflection = absl::GetFlag(FLAGS_reflection);
+
+  struct Range {
+    const char* flag;
+    int64_t value, min, max;
+  } ranges[] = {
+      {"--max_message_bytes", options->limits.max_message_bytes, 1024, 2147483647},
+      {"--max_tokens_per_request", options->limits.max_tokens_per_request, 1, int64_t{1} << 36},
+      {"--queue_capacity", options->limits.queue_capacity, 0, 1 << 20},
+      {"--max_stream_buffer_bytes", options->limits.max_stream_buffer_bytes, 0, int64_t{1} << 44},
+      {"--streams_per_device", options->streams_per_device, 1, 16},
+      {"--cpu_threads", options->cpu_threads, 0, 1024},
+      {"--cpu_workers", options->cpu_workers, 1, 1024},
+      {"--stream_chunk_bytes", options->stream_chunk_bytes, 1024, int64_t{64} << 20},
+  };
+  for (const Range& r : ranges) {
+    if (r.value < r.min || r.value > r.max) {
+      *error = std::string(r.flag) + " is " + std::to_string(r.value) + "; it must be between " +
+               std::to_string(r.min) + " and " + std::to_string(r.max);
+      return false;
+    }
+  }
+  if (options->drain_delay < absl::ZeroDuration() || options->drain_timeout < absl::ZeroDuration()) {
+    *error = "--drain_delay_s and --drain_timeout_s must be >= 0";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "attnserve gRPC server: FlashAttention-2 forward as a service "
+      "(attnserve.v1.Attention, grpc.health.v1, reflection).\n"
+      "  attn_server --listen=0.0.0.0:50051 --backend=auto\n"
+      "SIGTERM/SIGINT: health NOT_SERVING, drain, exit 0.");
+  absl::ParseCommandLine(argc, argv);
+  attn::server::SetLogLevel(absl::GetFlag(FLAGS_log_level));
+
+  // Block the shutdown signals before any thread starts, so every thread
+  // inherits the mask and only sigwait() below ever sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  attn::server::ServerOptions options;
+  std::string error;
+  if (!OptionsFromFlags(&options, &error)) {
+    LOGF(kError, "%s", error);
+    return 2;
+  }
+
+  auto server = attn::server::AttentionServer::Create(options);
+  if (!server.ok()) {
+    LOGF(kError, "cannot start: %s", server.status().ToString());
+    return 1;
+  }
+  if (absl::Status started = (*server)->Start(); !started.ok()) {
+    LOGF(kError, "cannot start: %s", started.ToString());
+    (*server)->Shutdown();
+    return 1;
+  }
+  LOGF(kInfo, "%s", (*server)->Describe());
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  LOGF(kInfo, "received %s: draining", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+  // A second signal while draining means "now".
+  std::thread([signals]() {
+    int again = 0;
+    sigwait(&signals, &again);
+    attn::server::Log(LogLevel::kWarning, "second shutdown signal: exiting without draining");
+    _exit(1);
+  }).detach();
+
+  (*server)->Shutdown();
+  server->reset();
+  LOGF(kInfo, "stopped");
+  return 0;
+}

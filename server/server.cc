@@ -1,0 +1,108 @@
+#include "server.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "log.h"
+#include "status_util.h"
+
+namespace attn::server {
+namespace {
+
+constexpr char kAttentionServiceName[] = "attnserve.v1.Attention";
+
+// options.listen with its port replaced by `port` ("[::]:0" -> "[::]:41234").
+std::string WithPort(const std::string& listen, int port) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) return absl::StrCat(listen, ":", port);
+  return absl::StrCat(listen.substr(0, colon), ":", port);
+}
+
+}  // namespace
+
+absl::Status WritePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  std::FILE* file = std::fopen(tmp.c_str(), "w");
+  if (file == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("--port_file: cannot create ", tmp));
+  }
+  const bool written = std::fprintf(file, "%d\n", port) > 0;
+  const bool closed = std::fclose(file) == 0;
+  if (!written || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return absl::FailedPreconditionError(absl::StrCat("--port_file: cannot write ", path));
+  }
+  return absl::OkStatus();
+}
+
+AttentionServer::AttentionServer(const ServerOptions& options) : options_(options) {}
+
+AttentionServer::~AttentionServer() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<AttentionServer>> AttentionServer::Create(
+    const ServerOptions& options) {
+  std::unique_ptr<AttentionServer> server(new AttentionServer(options));
+
+  grpc::EnableDefaultHealthCheckService(true);
+  if (options.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
+  const int max_message = static_cast<int>(options.limits.max_message_bytes);
+  builder.SetMaxReceiveMessageSize(max_message);
+  builder.SetMaxSendMessageSize(max_message);
+  server->grpc_server_ = builder.BuildAndStart();
+  if (server->grpc_server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen, " (--listen): address in use or invalid"));
+  }
+  // The default health service starts out SERVING; say otherwise until Start.
+  server->SetServing(false);
+  server->address_ = WithPort(options.listen, server->port_);
+  return server;
+}
+
+void AttentionServer::SetServing(bool serving) {
+  grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();
+  if (health == nullptr) return;
+  health->SetServingStatus("", serving);
+  health->SetServingStatus(kAttentionServiceName, serving);
+}
+
+absl::Status AttentionServer::Start() {
+  SetServing(true);
+  if (!options_.port_file.empty()) RETURN_IF_ERROR(WritePortFile(options_.port_file, port_));
+  return absl::OkStatus();
+}
+
+std::string AttentionServer::Describe() const {
+  return absl::StrFormat("attn_server listening on %s", address_);
+}
+
+void AttentionServer::Shutdown() {
+  if (shut_down_ || grpc_server_ == nullptr) return;
+  shut_down_ = true;
+  // NOT_SERVING first, and for good: the health service ignores later updates.
+  if (grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService()) {
+    health->Shutdown();
+  }
+  if (options_.drain_delay > absl::ZeroDuration()) {
+    LOGF(kInfo, "draining: health NOT_SERVING, still serving for %s (--drain_delay_s)",
+         absl::FormatDuration(options_.drain_delay));
+    absl::SleepFor(options_.drain_delay);
+  }
+  LOGF(kInfo, "draining: refusing new calls; calls in flight have %s (--drain_timeout_s)",
+       absl::FormatDuration(options_.drain_timeout));
+  grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.drain_timeout));
+  LOGF(kInfo, "drained: every call finished");
+}
+
+}  // namespace attn::server

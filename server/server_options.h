@@ -1,0 +1,87 @@
+// server/server_options.h
+//
+// Plain option structs for attn_server, with their defaults. main.cc fills
+// them from flags; nothing below main reads flags, so tests build servers
+// and schedulers from these structs directly.
+#ifndef ATTN_SERVER_SERVER_OPTIONS_H_
+#define ATTN_SERVER_SERVER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace attn::server {
+
+// Which executors run the attention calls.
+enum class BackendChoice : int {
+  kAuto = 0,  // CUDA when the build has it and a usable GPU is visible, else CPU
+  kCuda = 1,  // CUDA or fail to start
+  kCpu = 2,   // the multi-threaded CPU reference kernel
+};
+
+absl::string_view BackendChoiceName(BackendChoice choice);  // "auto", "cuda", "cpu"
+bool AbslParseFlag(absl::string_view text, BackendChoice* choice, std::string* error);
+std::string AbslUnparseFlag(BackendChoice choice);
+
+// Sizes and counts that bound what one request and the whole server may use.
+struct Limits {
+  // Largest gRPC message in either direction (unary requests carry Q, K and
+  // V in one message). gRPC caps this below 2 GiB.
+  int64_t max_message_bytes = int64_t{256} << 20;
+  // Largest tensor, in elements (batch*seq_len*num_heads*head_dim of one of
+  // Q, K, V, O). Sizes the CUDA executors' preallocated buffers. The default
+  // fits B=4, S=4096, H=16, D=128 (64 MiB per 16-bit tensor).
+  int64_t max_tokens_per_request = int64_t{1} << 25;
+  // Requests waiting for a worker beyond which new ones get RESOURCE_EXHAUSTED.
+  int queue_capacity = 64;
+  // Bytes of input that AttendStream calls may hold while their chunks
+  // arrive, over all such calls together. 0: three times the largest request.
+  int64_t max_stream_buffer_bytes = 0;
+
+  // Bytes of one 16-bit tensor of the largest allowed size.
+  int64_t MaxTensorBytes() const { return max_tokens_per_request * 2; }
+  int64_t StreamBufferBudget() const {
+    return max_stream_buffer_bytes > 0 ? max_stream_buffer_bytes : 3 * 3 * MaxTensorBytes();
+  }
+};
+
+struct ServerOptions {
+  // HOST:PORT to listen on; port 0 picks a free port (see port_file).
+  std::string listen = "127.0.0.1:50051";
+  // When set, the bound port number and a newline are written here (through
+  // a temporary file and rename, so readers never see half a number) once
+  // the server reports SERVING.
+  std::string port_file;
+
+  BackendChoice backend = BackendChoice::kAuto;
+  // CUDA ordinals to use; empty means every usable device.
+  std::vector<int> devices;
+  // CUDA streams per device, each with its own worker and buffers, so one
+  // request's copies overlap another's kernel.
+  int streams_per_device = 2;
+  // Threads of one CPU-backend request; 0 = the host's hardware concurrency.
+  int cpu_threads = 0;
+  // Requests the CPU backend runs at once (each with cpu_threads threads).
+  int cpu_workers = 1;
+
+  Limits limits;
+  // Output bytes per AttendStream response chunk (below the 4 MiB default
+  // receive limit of gRPC clients).
+  int64_t stream_chunk_bytes = int64_t{1} << 20;
+
+  // After SIGTERM/SIGINT: keep serving this long with health NOT_SERVING so
+  // load balancers stop routing, then refuse new calls...
+  absl::Duration drain_delay = absl::ZeroDuration();
+  // ...and give calls in flight this long to finish before cancelling them.
+  absl::Duration drain_timeout = absl::Seconds(30);
+
+  // Register the gRPC server reflection service (grpcurl, grpc_cli).
+  bool reflection = true;
+};
+
+}  // namespace attn::server
+
+#endif  // ATTN_SERVER_SERVER_OPTIONS_H_
