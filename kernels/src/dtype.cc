@@ -4,11 +4,11 @@
 
 namespace attn {
 
-absl::string_view DTypeName(DType dtype) {
+const char* DTypeName(DType dtype) {
   return dtype == DType::kBFloat16 ? "bf16" : "fp16";
 }
 
-bool ParseDType(absl::string_view text, DType* dtype) {
+bool ParseDType(std::string_view text, DType* dtype) {
   if (text == "bf16" || text == "bfloat16") {
     *dtype = DType::kBFloat16;
     return true;

@@ -14,6 +14,9 @@ namespace attn::internal {
 // The GPU kernels in ladder order, tile sizes resolved for the current device.
 std::vector<KernelInfo> GpuKernels();
 
+// The tuning candidates of ladder step 7.
+std::vector<KernelInfo> GpuTuningCandidates();
+
 // Launches `kernel` on `stream`. `args` has passed ValidateArgs for `kernel`.
 absl::Status LaunchGpuKernel(const KernelInfo& kernel, const AttentionArgs& args,
                              CUstream_st* stream);

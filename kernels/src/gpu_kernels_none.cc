@@ -10,6 +10,7 @@ std::vector<DeviceInfo> ListCudaDevices() { return {}; }
 namespace internal {
 
 std::vector<KernelInfo> GpuKernels() { return {}; }
+std::vector<KernelInfo> GpuTuningCandidates() { return {}; }
 
 absl::Status LaunchGpuKernel(const KernelInfo& kernel, const AttentionArgs&, CUstream_st*) {
   return absl::FailedPreconditionError("kernel '" + kernel.name +

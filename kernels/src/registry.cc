@@ -32,10 +32,15 @@ std::vector<KernelInfo> ListKernels() {
   return kernels;
 }
 
+std::vector<KernelInfo> ListTuningCandidates() { return internal::GpuTuningCandidates(); }
+
 absl::StatusOr<KernelInfo> FindKernel(absl::string_view name) {
   std::vector<KernelInfo> kernels = ListKernels();
   for (KernelInfo& kernel : kernels) {
     if (kernel.name == name) return std::move(kernel);
+  }
+  for (KernelInfo& candidate : ListTuningCandidates()) {
+    if (candidate.name == name) return std::move(candidate);
   }
   return absl::NotFoundError(absl::StrCat(
       "kernel '", name, "' is unknown; known kernels: ",

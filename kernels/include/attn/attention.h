@@ -56,7 +56,13 @@ struct KernelInfo {
 // kernels are those chosen for the current CUDA device.
 std::vector<KernelInfo> ListKernels();
 
-// The kernel named `name`, or NOT_FOUND listing the known names.
+// The candidates "k07_autotuned" chooses among (ladder step 7), named
+// "k07/<shape>", e.g. "k07/128x64_w4_sliced_db". Runnable by name like any
+// kernel; attn_tune times them to write the tuning table (attn/tuning.h).
+std::vector<KernelInfo> ListTuningCandidates();
+
+// The kernel or tuning candidate named `name`, or NOT_FOUND listing the
+// known kernel names.
 absl::StatusOr<KernelInfo> FindKernel(absl::string_view name);
 
 // The fastest GPU kernel for the current device (the last ladder step), or

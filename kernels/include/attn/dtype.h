@@ -3,15 +3,14 @@
 // The 16-bit element types attnserve computes with, and host-side conversions
 // between them and float. Conversions round to nearest-even, the same rounding
 // the GPU's cvt.rn instructions use, so CPU and GPU paths quantise alike.
-// This header is plain C++ (no CUDA), usable from any translation unit.
+// Plain C++ (no CUDA, no Abseil): host and nvcc translation units include it.
 #ifndef ATTN_DTYPE_H_
 #define ATTN_DTYPE_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-
-#include "absl/strings/string_view.h"
+#include <string_view>
 
 namespace attn {
 
@@ -23,10 +22,10 @@ enum class DType : int {
 inline constexpr size_t DTypeSize(DType) { return 2; }
 
 // "fp16" or "bf16".
-absl::string_view DTypeName(DType dtype);
+const char* DTypeName(DType dtype);
 
 // Parses "fp16"/"float16"/"half" and "bf16"/"bfloat16"; false if unknown.
-bool ParseDType(absl::string_view text, DType* dtype);
+bool ParseDType(std::string_view text, DType* dtype);
 
 inline float Bf16BitsToFloat(uint16_t bits) {
   const uint32_t word = static_cast<uint32_t>(bits) << 16;

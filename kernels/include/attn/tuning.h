@@ -1,0 +1,45 @@
+// attn/tuning.h
+//
+// The auto-tuning table (ladder step 7): which tuning candidate the kernel
+// "k07_autotuned" runs on which GPU. attn_tune writes it; the library reads
+// it by device name (cudaDeviceProp::name, e.g. "NVIDIA H200").
+//
+// Format, one entry per line, tab-separated, '#' starts a comment line:
+//   <device name> TAB <candidate name> [TAB <note: how it was measured>]
+// The built-in table is kernels/tuning/tuned_configs.tsv, compiled into the
+// library; a file named by the environment variable ATTN_TUNING_TABLE is
+// consulted first, so a node can carry its own table without a rebuild.
+#ifndef ATTN_TUNING_H_
+#define ATTN_TUNING_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace attn {
+
+struct TuningEntry {
+  std::string device;
+  std::string candidate;
+  std::string note;
+};
+
+// Parses a table; INVALID_ARGUMENT naming the line for malformed lines.
+absl::StatusOr<std::vector<TuningEntry>> ParseTuningTable(absl::string_view text);
+
+// Renders entries in the format ParseTuningTable reads.
+std::string FormatTuningTable(const std::vector<TuningEntry>& entries);
+
+// The table compiled into this build.
+absl::string_view BuiltinTuningTable();
+
+// The candidate tuned for `device_name`: the $ATTN_TUNING_TABLE file first,
+// then the built-in table; "" when neither has the device. Errors when the
+// environment names a file that cannot be read or parsed.
+absl::StatusOr<std::string> LookupTunedCandidate(absl::string_view device_name);
+
+}  // namespace attn
+
+#endif  // ATTN_TUNING_H_

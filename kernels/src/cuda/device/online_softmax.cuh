@@ -1,0 +1,124 @@
+// The FlashAttention online softmax over one warp's accumulator fragments.
+//
+// Each thread holds, per m16 tile, two query rows (groupID and groupID + 8)
+// and 2 columns of every n8 tile of S. Row maxima are reduced across the 4
+// threads of a quad (two xor-shuffles) every KV block; row sums stay
+// thread-local until the end (FA2's normalize_softmax_lse), which saves two
+// shuffles per row per block.
+//
+// kExp2 (ladder step 6) folds the softmax scale and log2(e) into one factor
+// c = scale * log2(e): p = 2^(s·c − m·c) is one FFMA and one MUFU.EX2 per
+// score, the max is taken on unscaled scores (valid because c > 0), and m·c
+// is computed once per row. Without it, scores are scaled first and
+// exponentiated with __expf (FMUL, FADD, FMUL by log2 e, EX2).
+#ifndef ATTN_KERNELS_SRC_CUDA_DEVICE_ONLINE_SOFTMAX_CUH_
+#define ATTN_KERNELS_SRC_CUDA_DEVICE_ONLINE_SOFTMAX_CUH_
+
+#include <cmath>
+
+#include "device/ptx.cuh"
+
+namespace attn::fa2 {
+
+template <int kMTiles, int kNTiles, int kDTiles, bool kExp2>
+struct OnlineSoftmax {
+  float row_max[kMTiles][2];
+  float row_sum[kMTiles][2];
+
+  __device__ __forceinline__ void Init() {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        row_max[mt][h] = -INFINITY;
+        row_sum[mt][h] = 0.0f;
+      }
+    }
+  }
+
+  // Turns the scores `s` of one KV block into unnormalised probabilities and
+  // rescales the output accumulator `o` to the new running maxima. With
+  // running max −inf (first block) the rescale factor is 2^−inf = 0.
+  __device__ __forceinline__ void Update(float (&s)[kMTiles][kNTiles][4],
+                                         float (&o)[kMTiles][kDTiles][4], float scale,
+                                         float scale_log2) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // h = 0: row groupID (c0, c1); 1: row groupID+8 (c2, c3)
+        if constexpr (!kExp2) {
+#pragma unroll
+          for (int nt = 0; nt < kNTiles; ++nt) {
+            s[mt][nt][2 * h] *= scale;
+            s[mt][nt][2 * h + 1] *= scale;
+          }
+        }
+        float m = row_max[mt][h];
+#pragma unroll
+        for (int nt = 0; nt < kNTiles; ++nt) {
+          m = fmaxf(m, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+        }
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+
+        float alpha;
+        float sum = 0.0f;
+        if constexpr (kExp2) {
+          alpha = Exp2Approx((row_max[mt][h] - m) * scale_log2);
+          const float m_scaled = m * scale_log2;
+#pragma unroll
+          for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+              float& x = s[mt][nt][2 * h + i];
+              x = Exp2Approx(fmaf(x, scale_log2, -m_scaled));
+              sum += x;
+            }
+          }
+        } else {
+          alpha = __expf(row_max[mt][h] - m);
+#pragma unroll
+          for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+              float& x = s[mt][nt][2 * h + i];
+              x = __expf(x - m);
+              sum += x;
+            }
+          }
+        }
+        row_max[mt][h] = m;
+        row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
+#pragma unroll
+        for (int dt = 0; dt < kDTiles; ++dt) {
+          o[mt][dt][2 * h] *= alpha;
+          o[mt][dt][2 * h + 1] *= alpha;
+        }
+      }
+    }
+  }
+
+  // Completes the row sums across the quad and divides `o` by them (one
+  // reciprocal per row, then multiplies).
+  __device__ __forceinline__ void Normalize(float (&o)[kMTiles][kDTiles][4]) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float l = row_sum[mt][h];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float inv = 1.0f / l;
+#pragma unroll
+        for (int dt = 0; dt < kDTiles; ++dt) {
+          o[mt][dt][2 * h] *= inv;
+          o[mt][dt][2 * h + 1] *= inv;
+        }
+      }
+    }
+  }
+};
+
+}  // namespace attn::fa2
+
+#endif  // ATTN_KERNELS_SRC_CUDA_DEVICE_ONLINE_SOFTMAX_CUH_

@@ -1,0 +1,108 @@
+// Loads of mma.m16n8k16 operands from the shared-memory tiles, one warp at a
+// time, with ldmatrix .x4 (four 8x8 matrices per instruction). The lane ->
+// row/chunk maps put the four matrices in the registers in the order the mma
+// consumes them, so no register moves are needed (see ptx.cuh for the
+// fragment layouts).
+//
+// Every address is tile + (row0 + lane's row) * 256 + chunk bytes, with the
+// lane-dependent parts computed once per thread. Rows step by multiples of 8,
+// which keep the swizzle pattern, so only the chunk index needs the XOR:
+// (2c + bit) ^ (row % 8) == 2c ^ (bit ^ (row % 8)), one XOR with a constant.
+#ifndef ATTN_KERNELS_SRC_CUDA_DEVICE_WARP_OPERANDS_CUH_
+#define ATTN_KERNELS_SRC_CUDA_DEVICE_WARP_OPERANDS_CUH_
+
+#include <cstdint>
+
+#include "device/ptx.cuh"
+#include "device/smem_tile.cuh"
+
+namespace attn::fa2 {
+
+template <bool kSwizzle>
+class WarpOperands {
+ public:
+  __device__ __forceinline__ explicit WarpOperands(int lane)
+      : a_(Lane(lane & 15, lane >> 4)),
+        b_rows_(Lane((lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1)),
+        b_cols_(Lane((lane & 7) + (((lane >> 3) & 1) << 3), lane >> 4)) {}
+
+  // A operand (16 x 16) from a row-major tile (Q): rows row0..row0+15,
+  // columns 16ks..16ks+15. Matrices: (rows 0-7 | 8-15) x (cols 0-7 | 8-15)
+  // -> a0, a1, a2, a3.
+  __device__ __forceinline__ void LoadA(uint32_t (&a)[4], uint32_t tile, int row0, int ks) const {
+    LdMatrixX4(a, tile + a_.Address(row0, ks));
+  }
+
+  // B operands of two n8 tiles for S = Q·Kᵀ, from a row-major K tile: keys
+  // n0..n0+15 (B's n), head dims 16ks..16ks+15 (B's k). b[0], b[1] are b0, b1
+  // of keys n0..n0+7; b[2], b[3] those of keys n0+8..n0+15.
+  __device__ __forceinline__ void LoadBFromRows(uint32_t (&b)[4], uint32_t tile, int n0,
+                                                int ks) const {
+    LdMatrixX4(b, tile + b_rows_.Address(n0, ks));
+  }
+
+  // B operands of two n8 tiles for O += P·V, from a row-major V tile read
+  // transposed: keys 16ks..16ks+15 (B's k), head dims 16dp..16dp+15 (B's n).
+  // b[0], b[1] are b0, b1 of dims 16dp..+7; b[2], b[3] those of 16dp+8..+15.
+  __device__ __forceinline__ void LoadBFromColumns(uint32_t (&b)[4], uint32_t tile, int ks,
+                                                   int dp) const {
+    LdMatrixX4Trans(b, tile + b_cols_.Address(16 * ks, dp));
+  }
+
+ private:
+  // One lane's part of an ldmatrix address: its row within the 16-row
+  // operand and the low chunk bit it reads, pre-XORed with its swizzle.
+  struct Lane {
+    __device__ __forceinline__ Lane(int row, int chunk_bit)
+        : row_bytes(static_cast<uint32_t>(row * kRowBytes)),
+          chunk_bits(kSwizzle ? (chunk_bit ^ (row & 7)) : chunk_bit) {}
+    // Address offset of (row0 + row, chunk 2c + chunk_bit); row0 % 8 == 0.
+    __device__ __forceinline__ uint32_t Address(int row0, int c) const {
+      const int chunk = kSwizzle ? ((2 * c) ^ chunk_bits) : (2 * c + chunk_bits);
+      return row_bytes + static_cast<uint32_t>(row0 * kRowBytes + chunk * kChunkBytes);
+    }
+    uint32_t row_bytes;
+    int chunk_bits;
+  };
+
+  Lane a_;
+  Lane b_rows_;
+  Lane b_cols_;
+};
+
+// Runs a GEMM's reduction as kSlices steps of Load(slice, fragments) then
+// Mma(slice, fragments), in one of the ladder's three orders:
+//   whole (kSliced = false): every slice is loaded before the first mma;
+//   sliced (step 4): each slice is loaded right before its mma's;
+//   double-buffered (step 5): slice s+1 is loaded before the mma's of slice s,
+//   so shared-memory latency hides behind tensor work.
+template <int kSlices, bool kSliced, bool kDoubleBuffer, class Fragments, class LoadFn,
+          class MmaFn>
+__device__ __forceinline__ void RunSlices(LoadFn&& load, MmaFn&& mma) {
+  if constexpr (!kSliced) {
+    Fragments f[kSlices];
+#pragma unroll
+    for (int s = 0; s < kSlices; ++s) load(s, f[s]);
+#pragma unroll
+    for (int s = 0; s < kSlices; ++s) mma(s, f[s]);
+  } else if constexpr (!kDoubleBuffer) {
+#pragma unroll
+    for (int s = 0; s < kSlices; ++s) {
+      Fragments f;
+      load(s, f);
+      mma(s, f);
+    }
+  } else {
+    Fragments f[2];
+    load(0, f[0]);
+#pragma unroll
+    for (int s = 0; s < kSlices; ++s) {
+      if (s + 1 < kSlices) load(s + 1, f[(s + 1) & 1]);
+      mma(s, f[s & 1]);
+    }
+  }
+}
+
+}  // namespace attn::fa2
+
+#endif  // ATTN_KERNELS_SRC_CUDA_DEVICE_WARP_OPERANDS_CUH_

@@ -1,0 +1,38 @@
+// Definition of LaunchFlashFwd (declared in launch.h); included only by the
+// generated instance_*.cu files.
+#ifndef ATTN_KERNELS_SRC_CUDA_LAUNCH_CUH_
+#define ATTN_KERNELS_SRC_CUDA_LAUNCH_CUH_
+
+#include <type_traits>
+
+#include "flash_fwd_kernel.cuh"
+#include "ladder_configs.h"
+#include "launch.h"
+
+namespace attn::fa2 {
+
+template <class Config, DType kDType>
+cudaError_t LaunchFlashFwd(const FwdParams& params, cudaStream_t stream) {
+  using T = std::conditional_t<kDType == DType::kBFloat16, __nv_bfloat16, __half>;
+  using Shape = KernelShape<Config>;
+  const auto kernel = &FlashFwdKernel<Config, T>;
+  if constexpr (Shape::kSmemBytes > 48 * 1024) {
+    // Above 48 KiB a kernel must opt in to its dynamic shared memory.
+    const cudaError_t err = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes);
+    if (err != cudaSuccess) return err;
+  }
+  const dim3 grid(params.seq_len / Config::kBlockM, params.num_heads, params.batch);
+  kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(params);
+  return cudaGetLastError();
+}
+
+}  // namespace attn::fa2
+
+#define ATTN_INSTANTIATE_FLASH_FWD(...)                                                    \
+  template cudaError_t attn::fa2::LaunchFlashFwd<__VA_ARGS__, attn::DType::kFloat16>(    \
+      const attn::fa2::FwdParams&, cudaStream_t);                                          \
+  template cudaError_t attn::fa2::LaunchFlashFwd<__VA_ARGS__, attn::DType::kBFloat16>(   \
+      const attn::fa2::FwdParams&, cudaStream_t);
+
+#endif  // ATTN_KERNELS_SRC_CUDA_LAUNCH_CUH_

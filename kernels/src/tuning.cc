@@ -1,0 +1,76 @@
+#include "attn/tuning.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace attn {
+
+absl::StatusOr<std::vector<TuningEntry>> ParseTuningTable(absl::string_view text) {
+  std::vector<TuningEntry> entries;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    absl::ConsumeSuffix(&line, "\r");
+    if (line.empty() || absl::StartsWith(line, "#")) continue;
+    std::vector<std::string> fields = absl::StrSplit(line, '\t');
+    if (fields.size() < 2 || fields.size() > 3 || fields[0].empty() || fields[1].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tuning table line ", line_number,
+          ": expected '<device>\\t<candidate>[\\t<note>]', got '", line, "'"));
+    }
+    entries.push_back({fields[0], fields[1], fields.size() == 3 ? fields[2] : ""});
+  }
+  return entries;
+}
+
+std::string FormatTuningTable(const std::vector<TuningEntry>& entries) {
+  std::string out =
+      "# attnserve tuning table: <device>\\t<k07 candidate>\\t<how it was measured>\n";
+  for (const TuningEntry& e : entries) {
+    absl::StrAppend(&out, e.device, "\t", e.candidate);
+    if (!e.note.empty()) absl::StrAppend(&out, "\t", e.note);
+    out += "\n";
+  }
+  return out;
+}
+
+namespace {
+
+std::string FindIn(const std::vector<TuningEntry>& entries, absl::string_view device) {
+  // Later lines win, so appending a fresh measurement overrides an old one.
+  std::string found;
+  for (const TuningEntry& e : entries) {
+    if (e.device == device) found = e.candidate;
+  }
+  return found;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> LookupTunedCandidate(absl::string_view device_name) {
+  if (const char* path = std::getenv("ATTN_TUNING_TABLE"); path != nullptr && *path != '\0') {
+    std::ifstream file(path);
+    if (!file) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("ATTN_TUNING_TABLE=", path, ": cannot open the file"));
+    }
+    std::stringstream text;
+    text << file.rdbuf();
+    absl::StatusOr<std::vector<TuningEntry>> entries = ParseTuningTable(text.str());
+    if (!entries.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("ATTN_TUNING_TABLE=", path, ": ", entries.status().message()));
+    }
+    if (std::string found = FindIn(*entries, device_name); !found.empty()) return found;
+  }
+  absl::StatusOr<std::vector<TuningEntry>> builtin = ParseTuningTable(BuiltinTuningTable());
+  if (!builtin.ok()) return builtin.status();
+  return FindIn(*builtin, device_name);
+}
+
+}  // namespace attn

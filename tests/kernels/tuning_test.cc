@@ -1,0 +1,69 @@
+#include "attn/tuning.h"
+
+#include <cstdlib>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "attn/attention.h"
+
+namespace attn {
+namespace {
+
+TEST(TuningTableTest, ParsesEntriesCommentsAndNotes) {
+  absl::StatusOr<std::vector<TuningEntry>> entries = ParseTuningTable(
+      "# comment\n\nNVIDIA H200\tk07/128x64_w4_sliced_db\tmeasured\nNVIDIA A100\tk07/x\r\n");
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 2u);
+  EXPECT_EQ((*entries)[0].device, "NVIDIA H200");
+  EXPECT_EQ((*entries)[0].candidate, "k07/128x64_w4_sliced_db");
+  EXPECT_EQ((*entries)[0].note, "measured");
+  EXPECT_EQ((*entries)[1].candidate, "k07/x");
+  EXPECT_EQ((*entries)[1].note, "");
+}
+
+TEST(TuningTableTest, RejectsMalformedLinesNamingTheLine) {
+  absl::StatusOr<std::vector<TuningEntry>> entries = ParseTuningTable("# ok\nonly-one-field\n");
+  ASSERT_EQ(entries.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(entries.status().message().find("line 2"), std::string::npos);
+}
+
+TEST(TuningTableTest, FormatParsesBack) {
+  const std::vector<TuningEntry> in = {{"Dev A", "k07/a", "note 1"}, {"Dev B", "k07/b", ""}};
+  absl::StatusOr<std::vector<TuningEntry>> out = ParseTuningTable(FormatTuningTable(in));
+  ASSERT_TRUE(out.ok());
+  ASSERT_EQ(out->size(), 2u);
+  EXPECT_EQ((*out)[0].note, "note 1");
+  EXPECT_EQ((*out)[1].candidate, "k07/b");
+}
+
+TEST(TuningTableTest, BuiltinTableParsesAndNamesKnownCandidates) {
+  absl::StatusOr<std::vector<TuningEntry>> entries = ParseTuningTable(BuiltinTuningTable());
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  std::vector<KernelInfo> candidates = ListTuningCandidates();
+  if (candidates.empty()) GTEST_SKIP() << "CPU-only build: no candidates to check against";
+  for (const TuningEntry& e : *entries) {
+    bool known = false;
+    for (const KernelInfo& c : candidates) known = known || c.name == e.candidate;
+    EXPECT_TRUE(known) << e.device << " -> unknown candidate " << e.candidate;
+  }
+}
+
+TEST(TuningTableTest, EnvironmentTableComesFirst) {
+  const std::string path = ::testing::TempDir() + "/tuning_env_test.tsv";
+  std::ofstream(path) << "Test GPU 9000\tk07/from_env\n";
+  setenv("ATTN_TUNING_TABLE", path.c_str(), 1);
+  absl::StatusOr<std::string> found = LookupTunedCandidate("Test GPU 9000");
+  absl::StatusOr<std::string> missing = LookupTunedCandidate("Unknown GPU");
+  setenv("ATTN_TUNING_TABLE", (path + ".absent").c_str(), 1);
+  absl::StatusOr<std::string> unreadable = LookupTunedCandidate("Test GPU 9000");
+  unsetenv("ATTN_TUNING_TABLE");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*found, "k07/from_env");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(*missing, "");
+  EXPECT_EQ(unreadable.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace attn
