@@ -1,0 +1,150 @@
+// attn/client/attention_client.h
+//
+// AttentionClient: the C++ client of attnserve's attnserve.v1.Attention
+// service (and of the standard grpc.health.v1 health service).
+//
+// One client owns one gRPC channel; it is thread-safe, and meant to be
+// created once and shared. Attend runs remote attention on host tensors and
+// returns the output with the server's timing breakdown and this client's
+// own (AttendResult). Requests larger than the stream threshold
+// (ClientOptions::stream_threshold_bytes) travel over the chunked
+// AttendStream RPC automatically, so tensors beyond one message's limit work
+// the same way as small ones.
+//
+// Errors are absl::Status values with gRPC's code numbers (the two enums
+// agree): the server's codes pass through (INVALID_ARGUMENT for a bad shape,
+// RESOURCE_EXHAUSTED when its queue is full, ...), with the address and the
+// RPC prefixed to the message. Client-side problems get their own codes:
+// INVALID_ARGUMENT for inputs that do not match their shape, UNAVAILABLE when
+// the server cannot be reached, DEADLINE_EXCEEDED when a call's timeout ran
+// out.
+//
+// Example:
+//
+//   attn::ClientOptions options;
+//   options.address = "gpu-node:50051";
+//   absl::StatusOr<std::unique_ptr<attn::AttentionClient>> client =
+//       attn::AttentionClient::Connect(options);
+//   if (!client.ok()) return client.status();
+//   attn::AttentionInputs in = attn::MakeRandomInputs(
+//       {.batch = 1, .seq_len = 4096, .num_heads = 16, .head_dim = 128},
+//       attn::DType::kBFloat16, /*seed=*/1);
+//   absl::StatusOr<attn::AttendResult> result = (*client)->Attend(in);
+//   if (!result.ok()) return result.status();
+//   // result->out holds O; result->server.kernel_ns the kernel's time.
+#ifndef ATTN_CLIENT_ATTENTION_CLIENT_H_
+#define ATTN_CLIENT_ATTENTION_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "attn/client/attend_types.h"
+#include "attn/client/client_options.h"
+#include "attnserve/v1/attention.grpc.pb.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/generic/generic_stub.h"
+
+namespace attn {
+
+// grpc.health.v1 serving status of a service.
+enum class HealthStatus : int {
+  kUnknown = 0,
+  kServing = 1,
+  kNotServing = 2,
+  kServiceUnknown = 3,
+};
+
+// "SERVING", "NOT_SERVING", ...: the proto enum's names.
+const char* HealthStatusName(HealthStatus status);
+
+// Receives the outcome of AttendAsync. Runs on a gRPC callback thread: it
+// must not block for long (that stalls other calls' completions), but it may
+// start new calls on the same client.
+using AttendCallback = absl::AnyInvocable<void(absl::StatusOr<AttendResult>) &&>;
+
+class AttentionClient {
+ public:
+  // Opens a channel to `options.address`, waits up to
+  // options.connect_timeout for it to become ready, and (unless
+  // options.fetch_server_info is false) fetches the server's info. Returns
+  // UNAVAILABLE naming the address when the server cannot be reached in
+  // time, INVALID_ARGUMENT for unusable options (e.g. unreadable TLS files).
+  static absl::StatusOr<std::unique_ptr<AttentionClient>> Connect(
+      const ClientOptions& options);
+
+  // Waits for the callbacks of all AttendAsync calls still in flight.
+  ~AttentionClient();
+
+  AttentionClient(const AttentionClient&) = delete;
+  AttentionClient& operator=(const AttentionClient&) = delete;
+
+  // Runs attention on the server and waits for the result. `inputs` is read
+  // in place (not copied) while the call runs.
+  absl::StatusOr<AttendResult> Attend(const AttentionInputs& inputs,
+                                      const AttendOptions& options = {});
+
+  // Starts the same call and returns at once; `done` runs exactly once, on a
+  // gRPC thread, when the call finishes. The client keeps `inputs` alive
+  // until then, so one set of inputs can feed many concurrent calls.
+  // Invalid inputs are reported through `done` as well.
+  void AttendAsync(std::shared_ptr<const AttentionInputs> inputs,
+                   const AttendOptions& options, AttendCallback done);
+
+  // The kernels the server can run, in ladder order.
+  absl::StatusOr<attnserve::v1::ListKernelsResponse> ListKernels();
+  // Backend, devices, limits and version of the server.
+  absl::StatusOr<attnserve::v1::ServerInfo> GetServerInfo();
+  // The server's cumulative counters; take deltas between two calls.
+  absl::StatusOr<attnserve::v1::ServerStats> GetStats();
+  // grpc.health.v1 Check of `service` ("" = the server as a whole). A status
+  // other than OK means the check itself failed (unreachable server,
+  // timeout); NOT_SERVING is a successful answer.
+  absl::StatusOr<HealthStatus> CheckHealth(const std::string& service = "");
+
+  // Info fetched by Connect; nullopt when options.fetch_server_info was false.
+  const std::optional<attnserve::v1::ServerInfo>& server_info() const { return server_info_; }
+  // Requests whose encoded size exceeds this many bytes are streamed.
+  int64_t stream_threshold_bytes() const { return stream_threshold_bytes_; }
+  const ClientOptions& options() const { return options_; }
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+
+  // True when Attend would stream `inputs` under Transport::kAuto.
+  bool WouldStream(const AttentionInputs& inputs) const;
+
+ private:
+  AttentionClient(const ClientOptions& options, std::shared_ptr<grpc::Channel> channel);
+
+  // Deadline and metadata of a call.
+  void PrepareContext(grpc::ClientContext* context, absl::Duration timeout) const;
+  // Prefixes "<rpc> to <address>: " to a failed call's message.
+  absl::Status CallError(const grpc::Status& status, const char* rpc) const;
+
+  void StartUnary(std::shared_ptr<const AttentionInputs> inputs, const AttendOptions& options,
+                  AttendCallback done);
+  void StartStream(std::shared_ptr<const AttentionInputs> inputs, const AttendOptions& options,
+                   AttendCallback done);
+
+  void CallStarted();
+  void CallFinished();
+
+  const ClientOptions options_;
+  const std::shared_ptr<grpc::Channel> channel_;
+  const std::unique_ptr<attnserve::v1::Attention::Stub> stub_;
+  grpc::GenericStub generic_stub_;
+  std::optional<attnserve::v1::ServerInfo> server_info_;
+  int64_t stream_threshold_bytes_ = 0;
+
+  absl::Mutex mu_;
+  int64_t calls_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace attn
+
+#endif  // ATTN_CLIENT_ATTENTION_CLIENT_H_

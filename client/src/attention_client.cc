@@ -1,0 +1,317 @@
+#include "attn/client/attention_client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "channel_factory.h"
+#include "health_codec.h"
+#include "grpcpp/client_context.h"
+#include "monotonic_clock.h"
+#include "status_util.h"
+#include "stream_call.h"
+#include "wire_codec.h"
+
+namespace attn {
+namespace {
+
+namespace pb = ::attnserve::v1;
+
+constexpr char kAttendMethod[] = "/attnserve.v1.Attention/Attend";
+// Stream threshold when the server's limit is unknown: below gRPC-based
+// servers' common 64 MiB-and-up limits, and large enough that streaming
+// (which copies tensors into chunks) is rare for everyday shapes.
+constexpr int64_t kFallbackStreamThreshold = int64_t{64} << 20;
+// Room left under a message limit for the header fields and framing.
+constexpr int64_t kMessageSlack = 4096;
+
+const char* ChannelStateName(grpc_connectivity_state state) {
+  switch (state) {
+    case GRPC_CHANNEL_IDLE:
+      return "IDLE";
+    case GRPC_CHANNEL_CONNECTING:
+      return "CONNECTING";
+    case GRPC_CHANNEL_READY:
+      return "READY";
+    case GRPC_CHANNEL_TRANSIENT_FAILURE:
+      return "TRANSIENT_FAILURE";
+    case GRPC_CHANNEL_SHUTDOWN:
+      return "SHUTDOWN";
+  }
+  return "UNKNOWN";
+}
+
+std::chrono::system_clock::time_point DeadlineAfter(absl::Duration timeout) {
+  return std::chrono::system_clock::now() +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(
+             absl::ToChronoNanoseconds(timeout));
+}
+
+}  // namespace
+
+const char* HealthStatusName(HealthStatus status) {
+  switch (status) {
+    case HealthStatus::kUnknown:
+      return "UNKNOWN";
+    case HealthStatus::kServing:
+      return "SERVING";
+    case HealthStatus::kNotServing:
+      return "NOT_SERVING";
+    case HealthStatus::kServiceUnknown:
+      return "SERVICE_UNKNOWN";
+  }
+  return "UNKNOWN";
+}
+
+absl::StatusOr<std::unique_ptr<AttentionClient>> AttentionClient::Connect(
+    const ClientOptions& options) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = internal::CreateChannel(options);
+  if (!channel.ok()) return channel.status();
+  std::unique_ptr<AttentionClient> client(new AttentionClient(options, *std::move(channel)));
+
+  if (!client->channel_->WaitForConnected(DeadlineAfter(options.connect_timeout))) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot connect to attnserve at '", options.address, "' within ",
+        absl::FormatDuration(options.connect_timeout), " (channel state ",
+        ChannelStateName(client->channel_->GetState(false)), "): is attn_server running there",
+        options.tls.enabled ? ", and does its TLS certificate verify?" : "?"));
+  }
+  if (options.fetch_server_info) {
+    absl::StatusOr<pb::ServerInfo> info = client->GetServerInfo();
+    if (!info.ok()) return info.status();
+    client->server_info_ = *std::move(info);
+  }
+
+  int64_t threshold = options.stream_threshold_bytes;
+  if (threshold <= 0) {
+    const int64_t server_limit =
+        client->server_info_.has_value() ? client->server_info_->limits().max_message_bytes() : 0;
+    threshold = server_limit > 0 ? server_limit - kMessageSlack : kFallbackStreamThreshold;
+    if (options.max_send_message_bytes > 0) {
+      threshold = std::min(threshold, options.max_send_message_bytes - kMessageSlack);
+    }
+  }
+  client->stream_threshold_bytes_ = threshold;
+  return client;
+}
+
+AttentionClient::AttentionClient(const ClientOptions& options,
+                                 std::shared_ptr<grpc::Channel> channel)
+    : options_(options),
+      channel_(std::move(channel)),
+      stub_(pb::Attention::NewStub(channel_)),
+      generic_stub_(channel_) {}
+
+AttentionClient::~AttentionClient() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](int64_t* in_flight) { return *in_flight == 0; }, &calls_in_flight_));
+}
+
+void AttentionClient::PrepareContext(grpc::ClientContext* context,
+                                     absl::Duration timeout) const {
+  if (timeout <= absl::ZeroDuration()) timeout = options_.rpc_timeout;
+  context->set_deadline(DeadlineAfter(timeout));
+  for (const auto& [key, value] : options_.metadata) context->AddMetadata(key, value);
+}
+
+absl::Status AttentionClient::CallError(const grpc::Status& status, const char* rpc) const {
+  return internal::FromGrpcStatus(status, rpc, options_.address);
+}
+
+void AttentionClient::CallStarted() {
+  absl::MutexLock lock(&mu_);
+  ++calls_in_flight_;
+}
+
+void AttentionClient::CallFinished() {
+  absl::MutexLock lock(&mu_);
+  --calls_in_flight_;
+}
+
+bool AttentionClient::WouldStream(const AttentionInputs& inputs) const {
+  const pb::AttendRequest header = internal::MakeRequestHeader(inputs, AttendOptions());
+  return internal::EncodedRequestBytes(header, inputs.TensorBytes()) > stream_threshold_bytes_;
+}
+
+absl::StatusOr<AttendResult> AttentionClient::Attend(const AttentionInputs& inputs,
+                                                     const AttendOptions& options) {
+  // The call borrows `inputs`: a non-owning shared_ptr whose "deleter"
+  // signals when gRPC has dropped its last reference to the tensors, which
+  // can be after the completion callback. Returning earlier would let the
+  // caller free memory the transport still points at.
+  absl::Notification released;
+  absl::Notification finished;
+  absl::StatusOr<AttendResult> result;
+  {
+    std::shared_ptr<const AttentionInputs> borrowed(
+        &inputs, [&released](const AttentionInputs*) { released.Notify(); });
+    AttendAsync(std::move(borrowed), options,
+                [&result, &finished](absl::StatusOr<AttendResult> r) {
+                  result = std::move(r);
+                  finished.Notify();
+                });
+  }
+  finished.WaitForNotification();
+  released.WaitForNotification();
+  return result;
+}
+
+void AttentionClient::AttendAsync(std::shared_ptr<const AttentionInputs> inputs,
+                                  const AttendOptions& options, AttendCallback done) {
+  if (absl::Status valid = inputs->Validate(); !valid.ok()) {
+    inputs.reset();
+    std::move(done)(valid);
+    return;
+  }
+  bool stream = options.transport == Transport::kStream;
+  if (options.transport == Transport::kAuto) stream = WouldStream(*inputs);
+  CallStarted();
+  if (stream) {
+    StartStream(std::move(inputs), options, std::move(done));
+  } else {
+    StartUnary(std::move(inputs), options, std::move(done));
+  }
+}
+
+namespace {
+
+// State of one unary Attend call, from start to its completion callback.
+struct UnaryCall {
+  grpc::ClientContext context;
+  grpc::ByteBuffer request;
+  grpc::ByteBuffer response;
+  std::shared_ptr<const AttentionInputs> inputs;
+  AttendCallback done;
+  int64_t start_ns = 0;
+  int64_t marshal_ns = 0;
+};
+
+}  // namespace
+
+void AttentionClient::StartUnary(std::shared_ptr<const AttentionInputs> inputs,
+                                 const AttendOptions& options, AttendCallback done) {
+  auto* call = new UnaryCall;
+  call->start_ns = internal::MonotonicNanos();
+  call->done = std::move(done);
+  PrepareContext(&call->context, options.timeout);
+  call->request =
+      internal::EncodeAttendRequest(internal::MakeRequestHeader(*inputs, options), inputs);
+  call->inputs = std::move(inputs);
+  call->marshal_ns = internal::MonotonicNanos() - call->start_ns;
+
+  generic_stub_.UnaryCall(
+      &call->context, kAttendMethod, grpc::StubOptions(), &call->request, &call->response,
+      [this, call](grpc::Status status) {
+        std::unique_ptr<UnaryCall> owned(call);
+        absl::StatusOr<AttendResult> result;
+        if (!status.ok()) {
+          result = CallError(status, "Attend");
+        } else {
+          const int64_t unmarshal_start = internal::MonotonicNanos();
+          pb::AttendResponse response;
+          grpc::Status parsed =
+              grpc::SerializationTraits<pb::AttendResponse>::Deserialize(&owned->response,
+                                                                         &response);
+          AttendResult value;
+          absl::Status taken = parsed.ok()
+                                   ? internal::TakeResponse(response, *owned->inputs, &value)
+                                   : CallError(parsed, "Attend (parsing the response)");
+          if (taken.ok()) {
+            const int64_t end = internal::MonotonicNanos();
+            value.client.marshal_ns = owned->marshal_ns;
+            value.client.unmarshal_ns = end - unmarshal_start;
+            value.client.round_trip_ns = end - owned->start_ns;
+            result = std::move(value);
+          } else {
+            result = absl::Status(taken.code(), absl::StrCat("Attend to ", options_.address,
+                                                             ": ", taken.message()));
+          }
+        }
+        AttendCallback callback = std::move(owned->done);
+        owned.reset();  // releases the request's hold on the inputs first
+        std::move(callback)(std::move(result));
+        CallFinished();
+      });
+}
+
+void AttentionClient::StartStream(std::shared_ptr<const AttentionInputs> inputs,
+                                  const AttendOptions& options, AttendCallback done) {
+  const int64_t start_ns = internal::MonotonicNanos();
+  auto context = std::make_unique<grpc::ClientContext>();
+  PrepareContext(context.get(), options.timeout);
+  pb::AttendRequest header = internal::MakeRequestHeader(*inputs, options);
+  internal::AttendStreamCall::Start(
+      stub_.get(), std::move(context), std::move(header), std::move(inputs),
+      options_.stream_chunk_bytes, start_ns,
+      [this, done = std::move(done)](const grpc::Status& status, AttendResult value) mutable {
+        if (status.ok()) {
+          std::move(done)(std::move(value));
+        } else {
+          std::move(done)(CallError(status, "AttendStream"));
+        }
+        CallFinished();
+      });
+}
+
+absl::StatusOr<pb::ListKernelsResponse> AttentionClient::ListKernels() {
+  grpc::ClientContext context;
+  PrepareContext(&context, absl::ZeroDuration());
+  pb::ListKernelsResponse response;
+  const grpc::Status status = stub_->ListKernels(&context, pb::ListKernelsRequest(), &response);
+  if (!status.ok()) return CallError(status, "ListKernels");
+  return response;
+}
+
+absl::StatusOr<pb::ServerInfo> AttentionClient::GetServerInfo() {
+  grpc::ClientContext context;
+  PrepareContext(&context, absl::ZeroDuration());
+  pb::ServerInfo response;
+  const grpc::Status status =
+      stub_->GetServerInfo(&context, pb::GetServerInfoRequest(), &response);
+  if (!status.ok()) return CallError(status, "GetServerInfo");
+  return response;
+}
+
+absl::StatusOr<pb::ServerStats> AttentionClient::GetStats() {
+  grpc::ClientContext context;
+  PrepareContext(&context, absl::ZeroDuration());
+  pb::ServerStats response;
+  const grpc::Status status = stub_->GetStats(&context, pb::GetStatsRequest(), &response);
+  if (!status.ok()) return CallError(status, "GetStats");
+  return response;
+}
+
+absl::StatusOr<HealthStatus> AttentionClient::CheckHealth(const std::string& service) {
+  grpc::ClientContext context;
+  PrepareContext(&context, absl::ZeroDuration());
+  const grpc::Slice request_slice(internal::EncodeHealthCheckRequest(service));
+  const grpc::ByteBuffer request(&request_slice, 1);
+  grpc::ByteBuffer response;
+  absl::Notification done;
+  grpc::Status status;
+  generic_stub_.UnaryCall(&context, internal::kHealthCheckMethod, grpc::StubOptions(), &request,
+                          &response, [&status, &done](grpc::Status s) {
+                            status = std::move(s);
+                            done.Notify();
+                          });
+  done.WaitForNotification();
+  // The standard service answers NOT_FOUND for a service it does not know.
+  if (status.error_code() == grpc::StatusCode::NOT_FOUND) return HealthStatus::kServiceUnknown;
+  if (!status.ok()) return CallError(status, "Health.Check");
+  grpc::Slice bytes;
+  if (grpc::Status s = response.DumpToSingleSlice(&bytes); !s.ok()) {
+    return CallError(s, "Health.Check");
+  }
+  absl::StatusOr<int> value = internal::DecodeHealthCheckResponse(absl::string_view(
+      reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
+  if (!value.ok()) return value.status();
+  if (*value < 0 || *value > static_cast<int>(HealthStatus::kServiceUnknown)) {
+    return HealthStatus::kUnknown;
+  }
+  return static_cast<HealthStatus>(*value);
+}
+
+}  // namespace attn

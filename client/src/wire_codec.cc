@@ -1,0 +1,178 @@
+#include "wire_codec.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/support/slice.h"
+
+namespace attn::internal {
+namespace {
+
+namespace pb = ::attnserve::v1;
+
+// Field numbers of AttendRequest's tensors (attention.proto).
+constexpr int kFieldQ = 6;
+constexpr int kFieldK = 7;
+constexpr int kFieldV = 8;
+constexpr uint32_t kWireTypeLengthDelimited = 2;
+
+void AppendVarint(uint64_t value, std::string* out) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+int VarintSize(uint64_t value) {
+  int size = 1;
+  while (value >= 0x80) {
+    value >>= 7;
+    ++size;
+  }
+  return size;
+}
+
+// Tag and length of a length-delimited field of `size` bytes.
+std::string FieldPrefix(int field, uint64_t size) {
+  std::string prefix;
+  AppendVarint((static_cast<uint64_t>(field) << 3) | kWireTypeLengthDelimited, &prefix);
+  AppendVarint(size, &prefix);
+  return prefix;
+}
+
+// Slice destructor: drops the reference the slice held on the inputs.
+void ReleaseInputs(void* keepalive) {
+  delete static_cast<std::shared_ptr<const AttentionInputs>*>(keepalive);
+}
+
+grpc::Slice BorrowedSlice(const std::string& bytes,
+                          const std::shared_ptr<const AttentionInputs>& owner) {
+  // gRPC never writes through a slice it sends; the cast only satisfies the
+  // constructor's signature.
+  return grpc::Slice(const_cast<char*>(bytes.data()), bytes.size(), &ReleaseInputs,
+                     new std::shared_ptr<const AttentionInputs>(owner));
+}
+
+absl::Status CheckMatches(const pb::AttendResponse& response, const AttentionInputs& inputs) {
+  DType dtype;
+  if (absl::Status s = FromProto(response.dtype(), &dtype); !s.ok()) {
+    return absl::InternalError(absl::StrCat("response: ", s.message()));
+  }
+  const Shape shape = FromProto(response.shape());
+  if (dtype != inputs.dtype || shape != inputs.shape) {
+    return absl::InternalError(absl::StrCat(
+        "response describes a ", DTypeName(dtype), " ", shape.ToString(), " output for a ",
+        DTypeName(inputs.dtype), " ", inputs.shape.ToString(), " request"));
+  }
+  return absl::OkStatus();
+}
+
+void TakeMetadata(pb::AttendResponse& response, AttendResult* result) {
+  result->request_id = std::move(*response.mutable_request_id());
+  result->server = FromProto(response.timing());
+  result->kernel = std::move(*response.mutable_kernel());
+  result->backend = std::move(*response.mutable_backend());
+  result->device = std::move(*response.mutable_device());
+  result->kernel_tflops = response.kernel_tflops();
+}
+
+}  // namespace
+
+pb::DType ToProto(DType dtype) {
+  return dtype == DType::kBFloat16 ? pb::DTYPE_BFLOAT16 : pb::DTYPE_FLOAT16;
+}
+
+absl::Status FromProto(pb::DType proto, DType* dtype) {
+  switch (proto) {
+    case pb::DTYPE_FLOAT16:
+      *dtype = DType::kFloat16;
+      return absl::OkStatus();
+    case pb::DTYPE_BFLOAT16:
+      *dtype = DType::kBFloat16;
+      return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("dtype: unsupported value ", static_cast<int>(proto)));
+  }
+}
+
+pb::TensorShape ToProto(const Shape& shape) {
+  pb::TensorShape proto;
+  proto.set_batch(shape.batch);
+  proto.set_seq_len(shape.seq_len);
+  proto.set_num_heads(shape.num_heads);
+  proto.set_head_dim(shape.head_dim);
+  return proto;
+}
+
+Shape FromProto(const pb::TensorShape& proto) {
+  return Shape{proto.batch(), proto.seq_len(), proto.num_heads(), proto.head_dim()};
+}
+
+ServerTiming FromProto(const pb::Timing& proto) {
+  ServerTiming timing;
+  timing.decode_ns = proto.decode_ns();
+  timing.queue_ns = proto.queue_ns();
+  timing.h2d_ns = proto.h2d_ns();
+  timing.kernel_ns = proto.kernel_ns();
+  timing.d2h_ns = proto.d2h_ns();
+  timing.total_ns = proto.total_ns();
+  return timing;
+}
+
+pb::AttendRequest MakeRequestHeader(const AttentionInputs& inputs, const AttendOptions& options) {
+  pb::AttendRequest header;
+  header.set_request_id(options.request_id);
+  header.set_dtype(ToProto(inputs.dtype));
+  *header.mutable_shape() = ToProto(inputs.shape);
+  if (options.softmax_scale.has_value()) header.set_softmax_scale(*options.softmax_scale);
+  header.set_kernel(options.kernel);
+  return header;
+}
+
+int64_t EncodedRequestBytes(const pb::AttendRequest& header, int64_t tensor_bytes) {
+  const int64_t field = 1 + VarintSize(static_cast<uint64_t>(tensor_bytes)) + tensor_bytes;
+  return static_cast<int64_t>(header.ByteSizeLong()) + 3 * field;
+}
+
+grpc::ByteBuffer EncodeAttendRequest(const pb::AttendRequest& header,
+                                     std::shared_ptr<const AttentionInputs> inputs) {
+  // Protobuf parsers accept fields in any order, and the header leaves q, k
+  // and v empty (proto3 omits empty bytes), so appending them is equivalent
+  // to serialising the full message.
+  std::string head = header.SerializeAsString();
+  head += FieldPrefix(kFieldQ, inputs->q.size());
+  const grpc::Slice slices[] = {
+      grpc::Slice(head),
+      BorrowedSlice(inputs->q, inputs),
+      grpc::Slice(FieldPrefix(kFieldK, inputs->k.size())),
+      BorrowedSlice(inputs->k, inputs),
+      grpc::Slice(FieldPrefix(kFieldV, inputs->v.size())),
+      BorrowedSlice(inputs->v, inputs),
+  };
+  return grpc::ByteBuffer(slices, sizeof(slices) / sizeof(slices[0]));
+}
+
+absl::Status TakeResponseHeader(pb::AttendResponse& header, const AttentionInputs& inputs,
+                                AttendResult* result) {
+  if (absl::Status s = CheckMatches(header, inputs); !s.ok()) return s;
+  result->dtype = inputs.dtype;
+  result->shape = inputs.shape;
+  TakeMetadata(header, result);
+  return absl::OkStatus();
+}
+
+absl::Status TakeResponse(pb::AttendResponse& response, const AttentionInputs& inputs,
+                          AttendResult* result) {
+  if (absl::Status s = TakeResponseHeader(response, inputs, result); !s.ok()) return s;
+  if (static_cast<int64_t>(response.out().size()) != inputs.TensorBytes()) {
+    return absl::InternalError(absl::StrCat("response: out has ", response.out().size(),
+                                            " bytes, expected ", inputs.TensorBytes()));
+  }
+  result->out = std::move(*response.mutable_out());
+  return absl::OkStatus();
+}
+
+}  // namespace attn::internal

@@ -1,0 +1,55 @@
+// Conversions between the client's types and attnserve.v1 messages, and the
+// zero-copy encoding of unary Attend requests.
+//
+// A generated stub would copy Q, K and V twice per call (into the request
+// message, then into gRPC's send buffer). EncodeAttendRequest instead writes
+// the small header fields with protobuf and appends each tensor as a
+// length-delimited field whose payload slice points at the caller's memory:
+// the wire bytes are identical to AttendRequest::SerializeAsString, and the
+// tensors are read in place by the transport.
+#ifndef ATTN_CLIENT_SRC_WIRE_CODEC_H_
+#define ATTN_CLIENT_SRC_WIRE_CODEC_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "attn/client/attend_types.h"
+#include "attnserve/v1/attention.pb.h"
+#include "grpcpp/support/byte_buffer.h"
+
+namespace attn::internal {
+
+attnserve::v1::DType ToProto(DType dtype);
+// INVALID_ARGUMENT for DTYPE_UNSPECIFIED or unknown values.
+absl::Status FromProto(attnserve::v1::DType proto, DType* dtype);
+attnserve::v1::TensorShape ToProto(const Shape& shape);
+Shape FromProto(const attnserve::v1::TensorShape& proto);
+ServerTiming FromProto(const attnserve::v1::Timing& proto);
+
+// Every AttendRequest field except q, k and v.
+attnserve::v1::AttendRequest MakeRequestHeader(const AttentionInputs& inputs,
+                                               const AttendOptions& options);
+
+// Exact serialized size of `header` with three tensors of `tensor_bytes`.
+int64_t EncodedRequestBytes(const attnserve::v1::AttendRequest& header, int64_t tensor_bytes);
+
+// `header` followed by fields q, k, v of `inputs`. The tensor slices hold a
+// reference to `inputs` until gRPC releases them.
+grpc::ByteBuffer EncodeAttendRequest(const attnserve::v1::AttendRequest& header,
+                                     std::shared_ptr<const AttentionInputs> inputs);
+
+// Moves `response` into `result` (everything but timings measured by the
+// client). INTERNAL when the response does not match the request: wrong
+// dtype, shape or output size.
+absl::Status TakeResponse(attnserve::v1::AttendResponse& response, const AttentionInputs& inputs,
+                          AttendResult* result);
+
+// Same for the header message of a streamed response; the output arrives
+// separately in chunks.
+absl::Status TakeResponseHeader(attnserve::v1::AttendResponse& header,
+                                const AttentionInputs& inputs, AttendResult* result);
+
+}  // namespace attn::internal
+
+#endif  // ATTN_CLIENT_SRC_WIRE_CODEC_H_

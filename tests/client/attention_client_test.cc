@@ -1,0 +1,252 @@
+// AttentionClient against the in-process fake service: results, transports
+// (unary, streamed, automatic), async calls, and every error path the
+// client itself detects.
+#include "attn/client/attention_client.h"
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "attn/cpu_reference.h"
+#include "fake_attention_service.h"
+#include "gtest/gtest.h"
+#include "test_util.h"
+
+namespace attn {
+namespace {
+
+using ::attn::testing::FakeAttentionService;
+using ::attn::testing::StartFakeServer;
+
+// Random inputs in the client's form plus the float64 reference output.
+struct Case {
+  AttentionInputs inputs;
+  std::vector<double> reference;
+  std::string describe;
+};
+
+Case MakeCase(const Shape& shape, DType dtype) {
+  const uint64_t seed = attn::testing::FreshSeed();
+  attn::testing::HostInputs host = attn::testing::MakeRandomInputs(shape, dtype, seed);
+  Case c;
+  c.inputs.dtype = dtype;
+  c.inputs.shape = shape;
+  for (auto [dst, src] : {std::pair{&c.inputs.q, &host.q}, std::pair{&c.inputs.k, &host.k},
+                          std::pair{&c.inputs.v, &host.v}}) {
+    dst->assign(reinterpret_cast<const char*>(src->data()), src->size() * 2);
+  }
+  c.reference = AttentionNaiveF64(host.q_float.data(), host.k_float.data(), host.v_float.data(),
+                                  shape, 1.0 / std::sqrt(static_cast<double>(shape.head_dim)));
+  c.describe = attn::testing::Describe(host);
+  return c;
+}
+
+double ErrorOf(const AttendResult& result, const Case& c) {
+  std::vector<uint16_t> out(result.out.size() / 2);
+  std::memcpy(out.data(), result.out.data(), result.out.size());
+  return attn::testing::RelativeL2Error(out, result.dtype, c.reference);
+}
+
+std::unique_ptr<AttentionClient> ConnectTo(const std::string& address,
+                                           ClientOptions options = {}) {
+  options.address = address;
+  absl::StatusOr<std::unique_ptr<AttentionClient>> client = AttentionClient::Connect(options);
+  EXPECT_TRUE(client.ok()) << client.status();
+  return client.ok() ? *std::move(client) : nullptr;
+}
+
+class AttentionClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fake_ = StartFakeServer();
+    ASSERT_NE(fake_, nullptr);
+    client_ = ConnectTo(fake_->address);
+    ASSERT_NE(client_, nullptr);
+  }
+
+  std::unique_ptr<attn::testing::FakeServer> fake_;
+  std::unique_ptr<AttentionClient> client_;
+};
+
+TEST_F(AttentionClientTest, UnaryAttendMatchesFloat64Reference) {
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    const Case c = MakeCase({2, 33, 3, 16}, dtype);
+    absl::StatusOr<AttendResult> result = client_->Attend(c.inputs);
+    ASSERT_TRUE(result.ok()) << result.status() << " " << c.describe;
+    EXPECT_FALSE(result->client.streamed);
+    EXPECT_EQ(result->shape, c.inputs.shape);
+    EXPECT_EQ(result->dtype, dtype);
+    EXPECT_LT(ErrorOf(*result, c), dtype == DType::kFloat16 ? 2e-3 : 1e-2) << c.describe;
+    EXPECT_EQ(result->backend, "cpu");
+    EXPECT_GT(result->server.total_ns, 0);
+    EXPECT_GE(result->client.round_trip_ns, result->client.marshal_ns + result->client.unmarshal_ns);
+  }
+  EXPECT_EQ(fake_->service->unary_calls(), 2);
+  EXPECT_EQ(fake_->service->stream_calls(), 0);
+}
+
+TEST_F(AttentionClientTest, StreamedAttendEqualsUnaryBitForBit) {
+  ClientOptions options;
+  options.stream_chunk_bytes = 777;  // many chunks, none aligned to an element
+  std::unique_ptr<AttentionClient> client = ConnectTo(fake_->address, options);
+  const Case c = MakeCase({1, 40, 2, 24}, DType::kBFloat16);
+  AttendOptions stream;
+  stream.transport = Transport::kStream;
+  absl::StatusOr<AttendResult> streamed = client->Attend(c.inputs, stream);
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  EXPECT_TRUE(streamed->client.streamed);
+  EXPECT_GT(streamed->client.upload_ns, 0);
+  AttendOptions unary;
+  unary.transport = Transport::kUnary;
+  absl::StatusOr<AttendResult> single = client->Attend(c.inputs, unary);
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_EQ(streamed->out, single->out);
+  EXPECT_EQ(fake_->service->stream_calls(), 1);
+}
+
+TEST(AttentionClientAutoStreamTest, StreamsRequestsAboveTheServersMessageLimit) {
+  FakeAttentionService::Options fake_options;
+  fake_options.max_message_bytes = 64 << 10;
+  auto fake = StartFakeServer(fake_options);
+  ASSERT_NE(fake, nullptr);
+  std::unique_ptr<AttentionClient> client = ConnectTo(fake->address);
+  ASSERT_NE(client, nullptr);
+  EXPECT_LT(client->stream_threshold_bytes(), 64 << 10);
+
+  const Case small = MakeCase({1, 16, 2, 32}, DType::kFloat16);   // 3 x 2 KiB
+  const Case large = MakeCase({1, 128, 4, 64}, DType::kFloat16);  // 3 x 64 KiB
+  EXPECT_FALSE(client->WouldStream(small.inputs));
+  EXPECT_TRUE(client->WouldStream(large.inputs));
+  absl::StatusOr<AttendResult> result = client->Attend(large.inputs);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->client.streamed);
+  EXPECT_LT(ErrorOf(*result, large), 2e-3) << large.describe;
+  result = client->Attend(small.inputs);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_FALSE(result->client.streamed);
+}
+
+TEST_F(AttentionClientTest, ManyAsyncCallsShareOneInputAndAllComplete) {
+  const Case c = MakeCase({1, 24, 2, 16}, DType::kBFloat16);
+  auto inputs = std::make_shared<const AttentionInputs>(c.inputs);
+  constexpr int kCalls = 32;
+  absl::Mutex mu;
+  int finished = 0;
+  std::vector<std::string> outputs;
+  for (int i = 0; i < kCalls; ++i) {
+    AttendOptions options;
+    options.transport = i % 2 == 0 ? Transport::kUnary : Transport::kStream;
+    client_->AttendAsync(inputs, options, [&](absl::StatusOr<AttendResult> result) {
+      absl::MutexLock lock(&mu);
+      ++finished;
+      if (result.ok()) outputs.push_back(std::move(result->out));
+    });
+  }
+  absl::MutexLock lock(&mu);
+  mu.Await(absl::Condition(+[](int* n) { return *n == kCalls; }, &finished));
+  ASSERT_EQ(outputs.size(), static_cast<size_t>(kCalls));
+  for (const std::string& out : outputs) EXPECT_EQ(out, outputs.front());
+}
+
+TEST_F(AttentionClientTest, DestructorWaitsForCallbacksInFlight) {
+  auto inputs =
+      std::make_shared<const AttentionInputs>(MakeRandomInputs({1, 64, 4, 32}, DType::kFloat16, 7));
+  std::atomic<int> callbacks{0};
+  for (int i = 0; i < 8; ++i) {
+    client_->AttendAsync(inputs, {}, [&callbacks](absl::StatusOr<AttendResult>) { ++callbacks; });
+  }
+  client_.reset();
+  EXPECT_EQ(callbacks.load(), 8);
+}
+
+TEST_F(AttentionClientTest, InvalidInputsFailLocally) {
+  AttentionInputs inputs = MakeRandomInputs({1, 8, 2, 16}, DType::kFloat16, 1);
+  inputs.k.pop_back();
+  absl::StatusOr<AttendResult> result = client_->Attend(inputs);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(result.status().message(), "k has")) << result.status();
+  inputs = MakeRandomInputs({1, 0, 2, 16}, DType::kFloat16, 1);
+  EXPECT_EQ(client_->Attend(inputs).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(fake_->service->unary_calls(), 0);
+}
+
+TEST_F(AttentionClientTest, ServerErrorsKeepTheirCodeAndNameTheAddress) {
+  const AttentionInputs inputs = MakeRandomInputs({1, 8, 2, 16}, DType::kFloat16, 1);
+  for (Transport transport : {Transport::kUnary, Transport::kStream}) {
+    AttendOptions options;
+    options.kernel = "fail_invalid";
+    options.transport = transport;
+    absl::StatusOr<AttendResult> result = client_->Attend(inputs, options);
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(result.status().message(), "fail_invalid refuses"));
+    EXPECT_TRUE(absl::StrContains(result.status().message(), fake_->address));
+  }
+}
+
+TEST_F(AttentionClientTest, TimeoutGivesDeadlineExceeded) {
+  const AttentionInputs inputs = MakeRandomInputs({1, 8, 2, 16}, DType::kFloat16, 1);
+  for (Transport transport : {Transport::kUnary, Transport::kStream}) {
+    AttendOptions options;
+    options.kernel = "wait_cancel";
+    options.timeout = absl::Milliseconds(200);
+    options.transport = transport;
+    EXPECT_EQ(client_->Attend(inputs, options).status().code(),
+              absl::StatusCode::kDeadlineExceeded);
+  }
+}
+
+TEST_F(AttentionClientTest, MalformedResponsesAreInternalErrors) {
+  const AttentionInputs inputs = MakeRandomInputs({1, 16, 2, 64}, DType::kFloat16, 1);
+  AttendOptions options;
+  options.kernel = "short_output";
+  options.transport = Transport::kUnary;
+  absl::StatusOr<AttendResult> result = client_->Attend(inputs, options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal) << result.status();
+  options.kernel = "bad_offset";
+  options.transport = Transport::kStream;
+  result = client_->Attend(inputs, options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal) << result.status();
+  EXPECT_TRUE(absl::StrContains(result.status().message(), "malformed response stream"));
+}
+
+TEST_F(AttentionClientTest, MetadataCallsAndHealth) {
+  ASSERT_TRUE(client_->server_info().has_value());
+  EXPECT_EQ(client_->server_info()->backend(), "cpu");
+  absl::StatusOr<attnserve::v1::ListKernelsResponse> kernels = client_->ListKernels();
+  ASSERT_TRUE(kernels.ok()) << kernels.status();
+  ASSERT_EQ(kernels->kernels_size(), 1);
+  EXPECT_EQ(kernels->kernels(0).name(), "cpu_reference");
+  EXPECT_TRUE(client_->GetStats().ok());
+  absl::StatusOr<HealthStatus> health = client_->CheckHealth();
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(*health, HealthStatus::kServing);
+  health = client_->CheckHealth("no.such.Service");
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(*health, HealthStatus::kServiceUnknown);
+}
+
+TEST(AttentionClientConnectTest, UnreachableAddressIsUnavailableAndNamesIt) {
+  ClientOptions options;
+  options.address = "127.0.0.1:1";  // nothing listens on port 1
+  options.connect_timeout = absl::Seconds(2);
+  absl::StatusOr<std::unique_ptr<AttentionClient>> client = AttentionClient::Connect(options);
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(client.status().message(), "127.0.0.1:1")) << client.status();
+}
+
+TEST(AttentionClientConnectTest, UnreadableTlsFileIsInvalidArgument) {
+  ClientOptions options;
+  options.tls.enabled = true;
+  options.tls.root_certs_path = "/nonexistent/roots.pem";
+  absl::StatusOr<std::unique_ptr<AttentionClient>> client = AttentionClient::Connect(options);
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(client.status().message(), "/nonexistent/roots.pem"));
+}
+
+}  // namespace
+}  // namespace attn

@@ -1,0 +1,182 @@
+#include "fake_attention_service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "attn/cpu_reference.h"
+#include "attn/tensor.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+
+namespace attn::testing {
+namespace {
+
+namespace pb = ::attnserve::v1;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+grpc::Status Invalid(const std::string& message) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
+}
+
+}  // namespace
+
+grpc::Status FakeAttentionService::Compute(grpc::ServerContext* context,
+                                           const pb::AttendRequest& request,
+                                           pb::AttendResponse* response, std::string* out) {
+  const int64_t start = NowNs();
+  if (request.kernel() == "fail_invalid") return Invalid("fake: kernel fail_invalid refuses");
+  if (request.kernel() == "wait_cancel") {
+    for (int i = 0; i < 6000 && !context->IsCancelled(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return grpc::Status(grpc::StatusCode::CANCELLED, "fake: cancelled");
+  }
+  if (request.dtype() != pb::DTYPE_FLOAT16 && request.dtype() != pb::DTYPE_BFLOAT16) {
+    return Invalid("fake: dtype");
+  }
+  const DType dtype = request.dtype() == pb::DTYPE_FLOAT16 ? DType::kFloat16 : DType::kBFloat16;
+  const Shape shape{request.shape().batch(), request.shape().seq_len(),
+                    request.shape().num_heads(), request.shape().head_dim()};
+  if (shape.batch < 1 || shape.seq_len < 1 || shape.num_heads < 1 || shape.head_dim < 1 ||
+      shape.head_dim > 512) {
+    return Invalid(absl::StrCat("fake: shape ", shape.ToString()));
+  }
+  const size_t bytes = static_cast<size_t>(shape.NumElements()) * 2;
+  if (request.q().size() != bytes || request.k().size() != bytes || request.v().size() != bytes) {
+    return Invalid("fake: tensor sizes do not match the shape");
+  }
+  const int64_t decoded = NowNs();
+  out->resize(bytes);
+  AttentionArgs args;
+  args.q = {request.q().data(), dtype, shape};
+  args.k = {request.k().data(), dtype, shape};
+  args.v = {request.v().data(), dtype, shape};
+  args.out = {out->data(), dtype, shape};
+  args.softmax_scale = request.has_softmax_scale() ? request.softmax_scale() : 0.0f;
+  AttentionCpu(args, /*num_threads=*/1);
+  const int64_t computed = NowNs();
+
+  response->set_request_id(request.request_id().empty() ? "fake-id" : request.request_id());
+  response->set_dtype(request.dtype());
+  *response->mutable_shape() = request.shape();
+  response->set_kernel("cpu_reference");
+  response->set_backend("cpu");
+  response->set_device("fake cpu");
+  pb::Timing* timing = response->mutable_timing();
+  timing->set_decode_ns(decoded - start);
+  timing->set_kernel_ns(computed - decoded);
+  timing->set_total_ns(NowNs() - start);
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeAttentionService::Attend(grpc::ServerContext* context,
+                                          const pb::AttendRequest* request,
+                                          pb::AttendResponse* response) {
+  ++unary_calls_;
+  std::string out;
+  grpc::Status status = Compute(context, *request, response, &out);
+  if (!status.ok()) return status;
+  if (request->kernel() == "short_output") out.pop_back();
+  *response->mutable_out() = std::move(out);
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeAttentionService::AttendStream(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<pb::AttendStreamResponse, pb::AttendStreamRequest>* stream) {
+  ++stream_calls_;
+  pb::AttendStreamRequest message;
+  if (!stream->Read(&message) || !message.has_header()) return Invalid("fake: no header");
+  pb::AttendRequest request = std::move(*message.mutable_header());
+  while (stream->Read(&message)) {
+    if (!message.has_chunk()) return Invalid("fake: second header");
+    const pb::TensorChunk& chunk = message.chunk();
+    std::string* tensor = chunk.tensor() == pb::TENSOR_Q   ? request.mutable_q()
+                          : chunk.tensor() == pb::TENSOR_K ? request.mutable_k()
+                          : chunk.tensor() == pb::TENSOR_V ? request.mutable_v()
+                                                           : nullptr;
+    if (tensor == nullptr) return Invalid("fake: chunk names no input tensor");
+    if (chunk.offset() != static_cast<int64_t>(tensor->size())) {
+      return Invalid(absl::StrCat("fake: chunk offset ", chunk.offset(), " after ",
+                                  tensor->size(), " bytes"));
+    }
+    tensor->append(chunk.data());
+  }
+  pb::AttendStreamResponse reply;
+  std::string out;
+  grpc::Status status = Compute(context, request, reply.mutable_header(), &out);
+  if (!status.ok()) return status;
+  if (!stream->Write(reply)) return grpc::Status(grpc::StatusCode::CANCELLED, "fake: gone");
+  int64_t offset = 0;
+  int chunk_index = 0;
+  while (offset < static_cast<int64_t>(out.size())) {
+    const int64_t size =
+        std::min<int64_t>(options_.out_chunk_bytes, static_cast<int64_t>(out.size()) - offset);
+    pb::TensorChunk* chunk = reply.mutable_chunk();
+    chunk->set_tensor(pb::TENSOR_OUT);
+    chunk->set_offset(request.kernel() == "bad_offset" && chunk_index == 1 ? offset + 1 : offset);
+    chunk->set_data(out.substr(static_cast<size_t>(offset), static_cast<size_t>(size)));
+    if (!stream->Write(reply)) return grpc::Status(grpc::StatusCode::CANCELLED, "fake: gone");
+    offset += size;
+    ++chunk_index;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeAttentionService::ListKernels(grpc::ServerContext*,
+                                               const pb::ListKernelsRequest*,
+                                               pb::ListKernelsResponse* response) {
+  pb::KernelDescriptor* kernel = response->add_kernels();
+  kernel->set_name("cpu_reference");
+  kernel->set_description("fake CPU kernel");
+  kernel->set_backend("cpu");
+  kernel->set_max_head_dim(512);
+  kernel->set_seq_multiple(1);
+  kernel->set_is_default(true);
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeAttentionService::GetServerInfo(grpc::ServerContext*,
+                                                 const pb::GetServerInfoRequest*,
+                                                 pb::ServerInfo* response) {
+  response->set_version("fake");
+  response->set_backend("cpu");
+  response->set_default_kernel("cpu_reference");
+  response->mutable_limits()->set_max_message_bytes(options_.max_message_bytes);
+  response->add_dtypes(pb::DTYPE_FLOAT16);
+  response->add_dtypes(pb::DTYPE_BFLOAT16);
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeAttentionService::GetStats(grpc::ServerContext*, const pb::GetStatsRequest*,
+                                            pb::ServerStats* response) {
+  response->set_requests_ok(unary_calls_.load() + stream_calls_.load());
+  return grpc::Status::OK;
+}
+
+std::unique_ptr<FakeServer> StartFakeServer(FakeAttentionService::Options options) {
+  auto fake = std::make_unique<FakeServer>();
+  fake->service = std::make_unique<FakeAttentionService>(options);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  builder.RegisterService(fake->service.get());
+  fake->server = builder.BuildAndStart();
+  if (fake->server == nullptr || port == 0) return nullptr;
+  fake->address = absl::StrCat("127.0.0.1:", port);
+  return fake;
+}
+
+}  // namespace attn::testing
