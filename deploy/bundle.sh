@@ -117,12 +117,16 @@ fi
   grep -hE '^(ATTN_CUDA_ARCHITECTURES|CMAKE_CUDA_COMPILER|CMAKE_BUILD_TYPE):' \
     "$build_dir/CMakeCache.txt" 2>/dev/null || true
   echo "files (sha256):"
-  (cd "$out" && find bin lib -type f 2>/dev/null | sort | xargs sha256sum)
+  dirs=(bin)
+  if [ -d "$out/lib" ]; then dirs+=(lib); fi
+  (cd "$out" && find "${dirs[@]}" -type f | sort | xargs sha256sum)
 } >"$out/MANIFEST"
 
 if [ "$tar" -eq 1 ]; then
   tar -C "$(dirname "$out")" -czf "$out.tar.gz" "$(basename "$out")"
   echo "bundle.sh: wrote $out.tar.gz"
 fi
-echo "bundle.sh: $out: $(find "$out/bin" -type f | wc -l) binaries," \
-     "$(find "$out/lib" -type f 2>/dev/null | wc -l) libraries, $(du -sh "$out" | cut -f1)"
+nlibs=0
+if [ -d "$out/lib" ]; then nlibs="$(find "$out/lib" -type f | wc -l)"; fi
+echo "bundle.sh: $out: $(find "$out/bin" -type f | wc -l) binaries, $nlibs libraries," \
+     "$(du -sh "$out" | cut -f1)"

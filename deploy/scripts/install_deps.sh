@@ -35,7 +35,16 @@ else
             python3 python3-grpcio python3-numpy python3-protobuf)
 fi
 if [ "$with_checks" -eq 1 ]; then
-  packages+=(shellcheck yamllint)
+  # deploy/checks: linters, patchelf for the bundle, docker-compose (1.x, for
+  # `config` only: no engine needed), PyYAML for Debian's python3, and Node.js
+  # with npm for the Kubernetes schema and Dockerfile checks (kept when the
+  # machine already has a Node.js).
+  packages+=(shellcheck yamllint patchelf binutils python3-yaml docker-compose)
+  if ! command -v node >/dev/null 2>&1; then
+    packages+=(nodejs npm)
+  elif ! command -v npm >/dev/null 2>&1; then
+    packages+=(npm)
+  fi
 fi
 
 export DEBIAN_FRONTEND=noninteractive
