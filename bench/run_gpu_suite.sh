@@ -19,7 +19,7 @@ export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 status=0
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu \
-  --format=csv 2>&1 | tee "$out/gpu.txt"
+  --format=csv 2>&1
 
 if [[ ",$steps," == *",test,"* ]]; then
   echo "== gpu tests"
