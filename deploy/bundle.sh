@@ -17,9 +17,9 @@
 # match the host's loader; libstdc++ and libgcc_s, which are ABI-compatible
 # upwards and newer on the targets (Ubuntu 24.04: GCC 14's, built here with
 # Debian 12's GCC 12); and the NVIDIA driver's libraries (libcuda,
-# libnvidia-*), which must match the host's kernel module. The target needs
-# glibc >= the build host's (2.36 on Debian 12) and a driver that supports
-# the CUDA toolkit the bundle was built with.
+# libnvidia-*), which must match the host's kernel module. MANIFEST names
+# the newest glibc/libstdc++ symbol versions the bundle needs from the host;
+# the host's driver must support the CUDA toolkit the bundle was built with.
 #
 #   bundle.sh [--build-dir DIR] [--out DIR] [--tar] [--bin-only]
 #     --build-dir  build tree (default: $BUILD_DIR, else build/)
@@ -91,8 +91,9 @@ if [ "$bin_only" -eq 0 ]; then
   declare -A libs=()
   for bin in "${binaries[@]}"; do
     while read -r soname _ path _; do
+      if is_system_lib "$soname"; then continue; fi
       if [ "$path" = "not" ]; then die "$bin: $soname not found"; fi
-      if is_system_lib "$soname" || [ -z "$path" ] || [ "${path:0:1}" != / ]; then continue; fi
+      if [ -z "$path" ] || [ "${path:0:1}" != / ]; then continue; fi
       libs["$soname"]="$path"
     done < <(ldd "$bin" | grep '=>')
   done
@@ -116,6 +117,13 @@ fi
        "glibc $(ldd --version | head -1 | awk '{print $NF}')"
   grep -hE '^(ATTN_CUDA_ARCHITECTURES|CMAKE_CUDA_COMPILER|CMAKE_BUILD_TYPE):' \
     "$build_dir/CMakeCache.txt" 2>/dev/null || true
+  # The newest glibc/libstdc++ symbol versions the bundle uses: the host's
+  # libc and libstdc++ must provide them.
+  if command -v objdump >/dev/null 2>&1; then
+    echo "requires from the host: $(find "$out" -type f -path '*/[bl]i[nb]/*' -exec objdump -T {} + 2>/dev/null |
+      grep -oE '\b(GLIBC|GLIBCXX|CXXABI)_[0-9.]+' | sort -V -u |
+      awk -F_ '{last[$1] = $0} END {for (k in last) printf "%s ", last[k]}')"
+  fi
   echo "files (sha256):"
   dirs=(bin)
   if [ -d "$out/lib" ]; then dirs+=(lib); fi
