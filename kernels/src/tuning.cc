@@ -30,7 +30,9 @@ absl::StatusOr<std::vector<TuningEntry>> ParseTuningTable(absl::string_view text
 
 std::string FormatTuningTable(const std::vector<TuningEntry>& entries) {
   std::string out =
-      "# attnserve tuning table: <device>\\t<k07 candidate>\\t<how it was measured>\n";
+      "# attnserve tuning table: <device>\\t<k07 candidate>\\t<how it was measured>\n"
+      "# Written by attn_tune (bench/attn_tune.cc); read by the library by device name.\n"
+      "# Devices without an entry run the built-in default candidate (FA2's 128x64, 4 warps).\n";
   for (const TuningEntry& e : entries) {
     absl::StrAppend(&out, e.device, "\t", e.candidate);
     if (!e.note.empty()) absl::StrAppend(&out, "\t", e.note);
