@@ -1,0 +1,43 @@
+// `attn_cli attend`: one remote attention call (or several of the same
+// request) from a shell, on random inputs or .npy files, with the timing
+// breakdown, an optional .npy output and an optional float64 check.
+#ifndef ATTN_CLIENT_CLI_ATTEND_COMMAND_H_
+#define ATTN_CLIENT_CLI_ATTEND_COMMAND_H_
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "attn/client/attend_types.h"
+#include "attn/client/attention_client.h"
+#include "reference_check.h"
+
+namespace attn::cli {
+
+struct AttendCommandOptions {
+  // Shape of random inputs (ignored when .npy inputs are given).
+  Shape shape{1, 128, 4, 64};
+  // Unset: the .npy files' dtype, else bf16.
+  std::optional<DType> dtype;
+  // .npy inputs: all three or none.
+  std::string q_path, k_path, v_path;
+  // Where to write the output as .npy; empty: not written.
+  std::string out_path;
+  // Seed of random inputs; unset: a fresh one (printed, for replay).
+  std::optional<uint64_t> seed;
+  AttendOptions call;
+  // Calls of the same request; the table then shows median/min/max.
+  int repeat = 1;
+  bool check = false;
+  double tolerance = kDefaultTolerance;
+};
+
+// Loads or draws the inputs, runs the calls, prints the report to `out` and
+// problems to `err`. Returns an exit code (exit_codes.h).
+int RunAttend(AttentionClient& client, const AttendCommandOptions& options, std::ostream& out,
+              std::ostream& err);
+
+}  // namespace attn::cli
+
+#endif  // ATTN_CLIENT_CLI_ATTEND_COMMAND_H_

@@ -1,0 +1,194 @@
+// attn_cli: call an attnserve server from a shell.
+//
+//   attn_cli attend  [--shape=B,S,H,D --dtype=bf16 | --q=q.npy --k=k.npy --v=v.npy]
+//                    [--out=o.npy] [--check] [--repeat=N] [--kernel=NAME]
+//   attn_cli kernels [--json]
+//   attn_cli info    [--json]
+//   attn_cli stats   [--json]
+//   attn_cli health  [--service=NAME]     exit 0 only when SERVING
+//
+// Every subcommand takes --address (default localhost:50051) and fails
+// within --connect_timeout when nothing answers there.
+#include <cstdint>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "attend_command.h"
+#include "attn/client/attention_client.h"
+#include "exit_codes.h"
+#include "query_commands.h"
+
+ABSL_FLAG(std::string, address, "localhost:50051",
+          "attnserve server: host:port, or any gRPC target (e.g. unix:/path).");
+ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(5),
+          "Give up when the server is not reachable within this time.");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(60), "Deadline of each call.");
+ABSL_FLAG(bool, tls, false, "Use TLS (the other --tls_* flags imply it).");
+ABSL_FLAG(std::string, tls_ca, "", "PEM root certificates for the server's certificate.");
+ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate chain (mutual TLS).");
+ABSL_FLAG(std::string, tls_key, "", "PEM client private key (mutual TLS).");
+ABSL_FLAG(std::string, tls_server_name, "", "Name expected in the server's certificate.");
+ABSL_FLAG(int64_t, max_message_bytes, attn::kMaxGrpcMessageBytes,
+          "Client send and receive limit per message (gRPC's own default receive limit is "
+          "4 MiB; -1 = unlimited).");
+ABSL_FLAG(int64_t, stream_threshold_bytes, 0,
+          "attend: stream requests larger than this; 0 = the server's message limit.");
+ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{4} << 20, "attend: bytes per streamed chunk.");
+
+ABSL_FLAG(std::string, shape, "1,128,4,64",
+          "attend: B,S,H,D (batch, seq_len, num_heads, head_dim) of random inputs.");
+ABSL_FLAG(std::string, dtype, "",
+          "attend: bf16 or fp16. Default: the .npy files' dtype, else bf16. Converts float32/64 "
+          ".npy inputs.");
+ABSL_FLAG(std::string, q, "", "attend: Q as .npy [B,S,H,D] (fp16 '<f2', bf16 '<V2' as saved "
+          "with ml_dtypes, or float32 with --dtype).");
+ABSL_FLAG(std::string, k, "", "attend: K as .npy.");
+ABSL_FLAG(std::string, v, "", "attend: V as .npy.");
+ABSL_FLAG(std::string, out, "", "attend: write the output here as .npy.");
+ABSL_FLAG(int64_t, seed, -1, "attend: seed of the random inputs; -1 = a fresh one.");
+ABSL_FLAG(std::string, kernel, "", "attend: kernel to run (see `kernels`); empty = default.");
+ABSL_FLAG(double, scale, 0.0, "attend: softmax scale; 0 = 1/sqrt(head_dim).");
+ABSL_FLAG(std::string, transport, "auto", "attend: auto, unary or stream.");
+ABSL_FLAG(int, repeat, 1, "attend: calls of the same request (median/min/max reported).");
+ABSL_FLAG(bool, check, false,
+          "attend: compare with a float64 reference computed here; exit 3 above --tolerance.");
+ABSL_FLAG(double, tolerance, attn::cli::kDefaultTolerance,
+          "attend --check: largest accepted relative L2 error.");
+ABSL_FLAG(bool, json, false, "kernels, info, stats: print the response as JSON.");
+ABSL_FLAG(std::string, service, "", "health: service to check; empty = the whole server.");
+
+namespace {
+
+constexpr char kUsage[] =
+    "Calls an attnserve server.\n\n"
+    "usage: attn_cli <command> [flags]\n\n"
+    "commands:\n"
+    "  attend   run attention on random or .npy inputs; prints the timing breakdown\n"
+    "  kernels  list the server's kernels\n"
+    "  info     server version, backend, devices and limits\n"
+    "  stats    server counters and average phase times\n"
+    "  health   grpc.health.v1 check; exit 0 only when SERVING\n\n"
+    "exit status: 0 ok, 1 failure (unreachable server, RPC error, NOT_SERVING), 2 usage,\n"
+    "3 attend --check above tolerance.\n\n"
+    "examples:\n"
+    "  attn_cli attend --address=gpu-node:50051 --shape=1,4096,16,128 --check\n"
+    "  attn_cli attend --q=q.npy --k=k.npy --v=v.npy --out=o.npy\n"
+    "  attn_cli health --address=localhost:50051";
+
+bool ParseShape(const std::string& text, attn::Shape* shape) {
+  const std::vector<std::string> parts = absl::StrSplit(text, ',');
+  int64_t dims[4];
+  if (parts.size() != 4) return false;
+  for (int i = 0; i < 4; ++i) {
+    if (!absl::SimpleAtoi(parts[i], &dims[i])) return false;
+  }
+  *shape = attn::Shape{dims[0], dims[1], dims[2], dims[3]};
+  return true;
+}
+
+attn::ClientOptions ClientOptionsFromFlags() {
+  attn::ClientOptions options;
+  options.address = absl::GetFlag(FLAGS_address);
+  options.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  options.rpc_timeout = absl::GetFlag(FLAGS_timeout);
+  options.tls.root_certs_path = absl::GetFlag(FLAGS_tls_ca);
+  options.tls.cert_chain_path = absl::GetFlag(FLAGS_tls_cert);
+  options.tls.private_key_path = absl::GetFlag(FLAGS_tls_key);
+  options.tls.server_name_override = absl::GetFlag(FLAGS_tls_server_name);
+  options.tls.enabled = absl::GetFlag(FLAGS_tls) || !options.tls.root_certs_path.empty() ||
+                        !options.tls.cert_chain_path.empty();
+  options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.max_send_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.stream_threshold_bytes = absl::GetFlag(FLAGS_stream_threshold_bytes);
+  options.stream_chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
+  return options;
+}
+
+// Fills `options` from the attend flags; false (after printing why) when a
+// value is malformed.
+bool AttendOptionsFromFlags(attn::cli::AttendCommandOptions* options) {
+  if (!ParseShape(absl::GetFlag(FLAGS_shape), &options->shape)) {
+    std::cerr << "attend: --shape must be B,S,H,D (four integers), got '"
+              << absl::GetFlag(FLAGS_shape) << "'\n";
+    return false;
+  }
+  const std::string dtype = absl::GetFlag(FLAGS_dtype);
+  if (!dtype.empty()) {
+    attn::DType parsed;
+    if (!attn::ParseDType(dtype, &parsed)) {
+      std::cerr << "attend: --dtype must be bf16 or fp16, got '" << dtype << "'\n";
+      return false;
+    }
+    options->dtype = parsed;
+  }
+  const std::string transport = absl::GetFlag(FLAGS_transport);
+  if (transport == "auto") {
+    options->call.transport = attn::Transport::kAuto;
+  } else if (transport == "unary") {
+    options->call.transport = attn::Transport::kUnary;
+  } else if (transport == "stream") {
+    options->call.transport = attn::Transport::kStream;
+  } else {
+    std::cerr << "attend: --transport must be auto, unary or stream, got '" << transport << "'\n";
+    return false;
+  }
+  options->q_path = absl::GetFlag(FLAGS_q);
+  options->k_path = absl::GetFlag(FLAGS_k);
+  options->v_path = absl::GetFlag(FLAGS_v);
+  options->out_path = absl::GetFlag(FLAGS_out);
+  if (absl::GetFlag(FLAGS_seed) >= 0) options->seed = absl::GetFlag(FLAGS_seed);
+  options->call.kernel = absl::GetFlag(FLAGS_kernel);
+  if (absl::GetFlag(FLAGS_scale) != 0.0) {
+    options->call.softmax_scale = static_cast<float>(absl::GetFlag(FLAGS_scale));
+  }
+  options->repeat = absl::GetFlag(FLAGS_repeat);
+  options->check = absl::GetFlag(FLAGS_check);
+  options->tolerance = absl::GetFlag(FLAGS_tolerance);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() != 2) {
+    std::cerr << (args.size() < 2 ? "attn_cli: missing command" : "attn_cli: too many arguments")
+              << "\n\n"
+              << kUsage << "\n";
+    return attn::cli::kExitUsage;
+  }
+  const std::string command = args[1];
+  if (command != "attend" && command != "kernels" && command != "info" && command != "stats" &&
+      command != "health") {
+    std::cerr << "attn_cli: unknown command '" << command << "'\n\n" << kUsage << "\n";
+    return attn::cli::kExitUsage;
+  }
+  attn::cli::AttendCommandOptions attend;
+  if (command == "attend" && !AttendOptionsFromFlags(&attend)) return attn::cli::kExitUsage;
+
+  attn::ClientOptions options = ClientOptionsFromFlags();
+  // Only `info` and `attend` use the server info; health must not depend on
+  // anything but the health service.
+  options.fetch_server_info = command == "attend" || command == "info";
+  absl::StatusOr<std::unique_ptr<attn::AttentionClient>> client =
+      attn::AttentionClient::Connect(options);
+  if (!client.ok()) {
+    std::cerr << command << ": " << client.status().ToString() << "\n";
+    return attn::cli::kExitFailure;
+  }
+
+  const bool json = absl::GetFlag(FLAGS_json);
+  if (command == "attend") return attn::cli::RunAttend(**client, attend, std::cout, std::cerr);
+  if (command == "kernels") return attn::cli::RunKernels(**client, json, std::cout, std::cerr);
+  if (command == "info") return attn::cli::RunInfo(**client, json, std::cout, std::cerr);
+  if (command == "stats") return attn::cli::RunStats(**client, json, std::cout, std::cerr);
+  return attn::cli::RunHealth(**client, absl::GetFlag(FLAGS_service), std::cout, std::cerr);
+}

@@ -1,0 +1,103 @@
+#include "timing_table.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace attn::cli {
+namespace {
+
+struct Row {
+  const char* label;
+  std::function<int64_t(const AttendResult&)> ns;
+};
+
+const std::vector<Row>& Rows() {
+  static const auto* rows = new std::vector<Row>{
+      {"client marshal", [](const AttendResult& r) { return r.client.marshal_ns; }},
+      {"network + gRPC",
+       [](const AttendResult& r) { return r.client.NetworkNs(r.server); }},
+      {"server decode", [](const AttendResult& r) { return r.server.decode_ns; }},
+      {"server queue", [](const AttendResult& r) { return r.server.queue_ns; }},
+      {"server H2D", [](const AttendResult& r) { return r.server.h2d_ns; }},
+      {"server kernel", [](const AttendResult& r) { return r.server.kernel_ns; }},
+      {"server D2H", [](const AttendResult& r) { return r.server.d2h_ns; }},
+      {"server other", [](const AttendResult& r) { return r.server.OtherNs(); }},
+      {"client unmarshal", [](const AttendResult& r) { return r.client.unmarshal_ns; }},
+      {"round trip", [](const AttendResult& r) { return r.client.round_trip_ns; }},
+  };
+  return *rows;
+}
+
+std::vector<int64_t> Sorted(const std::vector<AttendResult>& results,
+                            const std::function<int64_t(const AttendResult&)>& ns) {
+  std::vector<int64_t> values;
+  for (const AttendResult& r : results) values.push_back(ns(r));
+  std::sort(values.begin(), values.end());
+  return values;
+}
+
+int64_t Median(const std::vector<int64_t>& sorted) { return sorted[sorted.size() / 2]; }
+
+double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+}  // namespace
+
+std::string FormatTimingTable(const std::vector<AttendResult>& results) {
+  std::string out;
+  const bool single = results.size() == 1;
+  if (single) {
+    absl::StrAppendFormat(&out, "  %-18s %10s %7s\n", "phase", "ms", "share");
+  } else {
+    absl::StrAppendFormat(&out, "  %-18s %10s %10s %10s   (%d calls)\n", "phase", "median ms",
+                          "min ms", "max ms", results.size());
+  }
+  const int64_t round_trip = Median(Sorted(results, Rows().back().ns));
+  for (size_t i = 0; i < Rows().size(); ++i) {
+    const Row& row = Rows()[i];
+    const std::vector<int64_t> values = Sorted(results, row.ns);
+    if (i + 1 == Rows().size()) out += "  " + std::string(40, '-') + "\n";  // the total
+    if (single) {
+      const double share =
+          round_trip > 0 ? 100.0 * static_cast<double>(values[0]) / static_cast<double>(round_trip)
+                         : 0.0;
+      absl::StrAppendFormat(&out, "  %-18s %10.3f %6.1f%%\n", row.label, Ms(values[0]), share);
+    } else {
+      absl::StrAppendFormat(&out, "  %-18s %10.3f %10.3f %10.3f\n", row.label,
+                            Ms(Median(values)), Ms(values.front()), Ms(values.back()));
+    }
+  }
+  if (results.front().client.streamed) {
+    const int64_t upload =
+        Median(Sorted(results, [](const AttendResult& r) { return r.client.upload_ns; }));
+    absl::StrAppendFormat(&out, "  (streamed: request upload took %.3f ms of the round trip)\n",
+                          Ms(upload));
+  }
+  return out;
+}
+
+std::string FormatThroughput(const std::vector<AttendResult>& results) {
+  const AttendResult& first = results.front();
+  const double flops = AttentionFlops(first.shape);
+  const double bytes = 4.0 * static_cast<double>(first.out.size());  // q, k, v in + out
+  const int64_t kernel =
+      Median(Sorted(results, [](const AttendResult& r) { return r.server.kernel_ns; }));
+  const int64_t round_trip =
+      Median(Sorted(results, [](const AttendResult& r) { return r.client.round_trip_ns; }));
+  std::string out;
+  if (kernel > 0) {
+    absl::StrAppendFormat(&out, "  kernel:     %.3f TFLOP/s (%.3g GFLOP in %.3f ms)\n",
+                          flops / static_cast<double>(kernel) / 1e3, flops / 1e9, Ms(kernel));
+  }
+  if (round_trip > 0) {
+    absl::StrAppendFormat(&out, "  end to end: %.3f TFLOP/s, %.3f GB/s of tensors (%.1f MiB)\n",
+                          flops / static_cast<double>(round_trip) / 1e3,
+                          bytes / static_cast<double>(round_trip), bytes / (1 << 20));
+  }
+  return out;
+}
+
+}  // namespace attn::cli

@@ -1,0 +1,27 @@
+// The timing breakdown `attn_cli attend` prints: where a call's time went,
+// client side (marshal, network and gRPC, unmarshal) and server side
+// (decode, queue, H2D, kernel, D2H, other).
+#ifndef ATTN_CLIENT_CLI_TIMING_TABLE_H_
+#define ATTN_CLIENT_CLI_TIMING_TABLE_H_
+
+#include <string>
+#include <vector>
+
+#include "attn/client/attend_types.h"
+
+namespace attn::cli {
+
+// One row per phase, in milliseconds, for calls of the same request: the
+// value and its share of the round trip for one call; median, min and max
+// for several. Rows partition the round trip (server rows are the server's
+// own clock; "network + gRPC" is the remainder). `results` must not be empty.
+std::string FormatTimingTable(const std::vector<AttendResult>& results);
+
+// Throughput lines: kernel TFLOP/s from the server's kernel time and
+// end-to-end GFLOP/s and tensor GB/s (Q, K, V in, O out) from the round trip,
+// both at the median.
+std::string FormatThroughput(const std::vector<AttendResult>& results);
+
+}  // namespace attn::cli
+
+#endif  // ATTN_CLIENT_CLI_TIMING_TABLE_H_
