@@ -38,6 +38,17 @@ struct KernelShape {
                 "Q re-read from shared memory is loaded slice by slice with K");
 };
 
+// Zeroes a warp's mma accumulators (rows of m16 tiles x n8 tiles x 4 floats).
+template <int kRows, int kCols>
+__device__ __forceinline__ void ClearAccumulators(float (&acc)[kRows][kCols][4]) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int c = 0; c < kCols; ++c)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][c][i] = 0.0f;
+}
+
 template <class Cfg, class T>
 __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPerSm)
     FlashFwdKernel(const __grid_constant__ FwdParams p) {
@@ -71,12 +82,7 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
   const int n_blocks = p.seq_len / Cfg::kBlockN;
 
   float acc_o[kMTiles][kDTiles][4];
-#pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-    for (int dt = 0; dt < kDTiles; ++dt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc_o[mt][dt][i] = 0.0f;
+  ClearAccumulators(acc_o);
   OnlineSoftmax<kMTiles, kNTiles, kDTiles, Cfg::kExp2Softmax> softmax;
   softmax.Init();
 
@@ -131,12 +137,7 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
 
     // S = Q · K(j)ᵀ
     float acc_s[kMTiles][kNTiles][4];
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc_s[mt][nt][i] = 0.0f;
+    ClearAccumulators(acc_s);
     RunSlices<kQKSlices, Cfg::kKSliced, Cfg::kRfDoubleBuffer, QKFragments>(
         [&](int ks, QKFragments& f) {
           if constexpr (!Cfg::kQInRegisters) {
