@@ -8,8 +8,9 @@
 #     object the loader initialises comes from the bundle or is one of the
 #     host libraries the bundle leaves out (LD_DEBUG=libs);
 #   * when the bundle has attn_server and attn_cli: the bundled server starts
-#     on the CPU backend, the bundled client sees it SERVING, and SIGTERM
-#     makes the server exit 0.
+#     on the CPU backend, the bundled client sees it SERVING and gets a
+#     correct result for a small request (attend --check), and SIGTERM makes
+#     the server exit 0.
 set -euo pipefail
 # shellcheck source=deploy/checks/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -99,6 +100,14 @@ if [ -x "$b/bin/attn_server" ] && [ -x "$b/bin/attn_cli" ]; then
   done
   if [ "$healthy" -eq 1 ]; then
     echo "bundle_check: bundled attn_cli sees the bundled attn_server SERVING on port $(cat "$port_file")"
+    # One small request through both, checked against the float64 reference.
+    if env -i PATH=/usr/bin:/bin "$b/bin/attn_cli" attend --address="127.0.0.1:$(cat "$port_file")" \
+         --shape=1,128,2,64 --check >"$clean/attend.log" 2>&1; then
+      echo "bundle_check: attn_cli attend --check through the bundle: $(grep -o 'check:.*' "$clean/attend.log")"
+    else
+      problem "attn_cli attend --check through the bundle failed:"
+      sed 's/^/    /' "$clean/attend.log" >&2
+    fi
   else
     problem "bundled attn_server did not become SERVING within 30 s"
   fi

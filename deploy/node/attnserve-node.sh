@@ -8,7 +8,8 @@
 #   attnserve-node.sh NODE restart
 #   attnserve-node.sh NODE status            container state and health
 #   attnserve-node.sh NODE health            exit 0 iff the server is SERVING
-#   attnserve-node.sh NODE info              server info and stats (attn_cli)
+#   attnserve-node.sh NODE info              server info and counters (attn_cli
+#                                            info, stats)
 #   attnserve-node.sh NODE logs [ARGS...]    docker logs ARGS (e.g. -f, --since 10m)
 #   attnserve-node.sh NODE upgrade IMAGE     replace the server by IMAGE; rolls
 #                                            back when IMAGE does not get healthy
@@ -20,7 +21,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 
-usage() { sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 2 ] || usage
 node="$1"
 cmd="$2"
@@ -113,6 +114,7 @@ case "$cmd" in
   health) health ;;
   info)
     docker exec "$name" /opt/attnserve/bin/attn_cli info --address=127.0.0.1:50051
+    docker exec "$name" /opt/attnserve/bin/attn_cli stats --address=127.0.0.1:50051
     ;;
   logs) docker logs "$@" "$name" ;;
   upgrade)

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The README's main job: installs dependencies, builds, starts attn_server on
+# the best backend present (CUDA when a GPU is visible, else the CPU
+# reference), sends one real attention request with attn_cli, prints the
+# output check against a float64 reference and the timing breakdown, and
+# stops the server (SIGTERM, graceful drain).
+#
+#   demo.sh [--shape=B,S,H,D] [--dtype=bf16|fp16] [other attn_cli attend flags]
+# Defaults: B=4, S=4096, H=16, D=128 on a GPU; B=1, S=1024, H=8, D=128 on CPU.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build_dir="${BUILD_DIR:-$root/build}"
+
+if [ "${ATTN_SKIP_DEPS:-0}" != "1" ]; then
+  bash "$root/deploy/scripts/install_deps.sh"
+fi
+if [ "${ATTN_SKIP_BUILD:-0}" != "1" ]; then
+  bash "$root/deploy/scripts/build.sh"
+fi
+server="$build_dir/server/attn_server"
+cli="$build_dir/client/attn_cli"
+
+shape="1,1024,8,128"
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  shape="4,4096,16,128"
+fi
+
+work="$(mktemp -d)"
+server_pid=""
+cleanup() {
+  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$server" --listen=127.0.0.1:0 --port_file="$work/port" --backend=auto \
+  >"$work/server.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 1 600); do
+  [ -s "$work/port" ] && break
+  if ! kill -0 "$server_pid" 2>/dev/null; then
+    echo "demo.sh: attn_server exited during start-up:" >&2
+    cat "$work/server.log" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
+if [ ! -s "$work/port" ]; then
+  echo "demo.sh: attn_server did not start serving within 60 s" >&2
+  cat "$work/server.log" >&2
+  exit 1
+fi
+address="127.0.0.1:$(head -n1 "$work/port")"
+
+echo "== server"
+head -n 3 "$work/server.log"
+echo "== attn_cli info"
+"$cli" info --address="$address"
+echo "== attn_cli attend --shape=$shape --check"
+"$cli" attend --address="$address" --shape="$shape" --dtype=bf16 --check "$@"
+
+kill -TERM "$server_pid"
+wait "$server_pid"
+echo "== server stopped (exit $?); its last log lines:"
+server_pid=""
+tail -n 3 "$work/server.log"
