@@ -63,7 +63,11 @@ echo "== attn_cli attend --shape=$shape --check"
 "$cli" attend --address="$address" --shape="$shape" --dtype=bf16 --check "$@"
 
 kill -TERM "$server_pid"
-wait "$server_pid"
-echo "== server stopped (exit $?); its last log lines:"
+if wait "$server_pid"; then
+  echo "== server drained and exited 0 on SIGTERM; its last log lines:"
+else
+  echo "demo.sh: attn_server exited with status $? on SIGTERM" >&2
+  exit 1
+fi
 server_pid=""
 tail -n 3 "$work/server.log"
