@@ -104,6 +104,9 @@ if [ -x "$b/bin/attn_server" ] && [ -x "$b/bin/attn_cli" ]; then
     if env -i PATH=/usr/bin:/bin "$b/bin/attn_cli" attend --address="127.0.0.1:$(cat "$port_file")" \
          --shape=1,128,2,64 --check >"$clean/attend.log" 2>&1; then
       echo "bundle_check: attn_cli attend --check through the bundle: $(grep -o 'check:.*' "$clean/attend.log")"
+    elif grep -q UNIMPLEMENTED "$clean/attend.log"; then
+      # A server without the Attention service yet (health only).
+      echo "bundle_check: SKIPPED attend: this attn_server does not implement it yet"
     else
       problem "attn_cli attend --check through the bundle failed:"
       sed 's/^/    /' "$clean/attend.log" >&2
