@@ -12,6 +12,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -47,8 +49,9 @@ ABSL_FLAG(int, queue_capacity, 64,
           "Requests that may wait for a worker; beyond that new requests get "
           "RESOURCE_EXHAUSTED at once.");
 ABSL_FLAG(int64_t, max_stream_buffer_bytes, 0,
-          "Bytes that AttendStream calls may buffer at once while their chunks arrive, all "
-          "calls together; 0 = room for four calls of the largest size.");
+          "Bytes that AttendStream calls may hold at once (q, k, v as their chunks arrive, "
+          "and the output), all calls together; beyond it RESOURCE_EXHAUSTED. 0 = room for "
+          "four calls of the largest size.");
 ABSL_FLAG(int, cpu_threads, 0,
           "CPU backend: threads per request; 0 = the host's hardware concurrency.");
 ABSL_FLAG(int, cpu_workers, 1, "CPU backend: requests run at the same time.");
@@ -127,7 +130,20 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
 
 }  // namespace
 
+#ifndef ATTN_VERSION
+#define ATTN_VERSION "unknown"
+#endif
+
 int main(int argc, char** argv) {
+  // --help lists this file's flags (Abseil's default looks for a file named
+  // after the binary).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "server/main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  usage.version_string = []() { return std::string("attn_server ") + ATTN_VERSION + "\n"; };
+  absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
       "attnserve gRPC server: FlashAttention-2 forward as a service "
       "(attnserve.v1.Attention, grpc.health.v1, reflection).\n"

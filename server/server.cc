@@ -11,8 +11,14 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "attention_service.h"
 #include "log.h"
+#include "runtime.h"
 #include "status_util.h"
+
+#ifndef ATTN_VERSION
+#define ATTN_VERSION "unknown"
+#endif
 
 namespace attn::server {
 namespace {
@@ -54,7 +60,9 @@ absl::StatusOr<std::unique_ptr<AttentionServer>> AttentionServer::Create(
   grpc::EnableDefaultHealthCheckService(true);
   if (options.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
+  server->service_ = std::make_unique<AttentionService>();
   grpc::ServerBuilder builder;
+  builder.RegisterService(server->service_.get());
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
   const int max_message = static_cast<int>(options.limits.max_message_bytes);
   builder.SetMaxReceiveMessageSize(max_message);
@@ -78,13 +86,18 @@ void AttentionServer::SetServing(bool serving) {
 }
 
 absl::Status AttentionServer::Start() {
+  absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(options_);
+  if (!runtime.ok()) return runtime.status();
+  runtime_ = *std::move(runtime);
+  service_->Attach(runtime_.get());
   SetServing(true);
   if (!options_.port_file.empty()) RETURN_IF_ERROR(WritePortFile(options_.port_file, port_));
   return absl::OkStatus();
 }
 
 std::string AttentionServer::Describe() const {
-  return absl::StrFormat("attn_server listening on %s", address_);
+  return absl::StrFormat("attn_server %s serving on %s: %s", ATTN_VERSION, address_,
+                         runtime_ != nullptr ? runtime_->Describe() : "not started");
 }
 
 void AttentionServer::Shutdown() {
@@ -103,6 +116,9 @@ void AttentionServer::Shutdown() {
        absl::FormatDuration(options_.drain_timeout));
   grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.drain_timeout));
   LOGF(kInfo, "drained: every call finished");
+  // No call is left to submit work; let the workers finish and join them.
+  if (runtime_ != nullptr) runtime_->Stop();
+  runtime_.reset();
 }
 
 }  // namespace attn::server

@@ -28,6 +28,9 @@ class Server;
 
 namespace attn::server {
 
+class AttentionService;
+class Runtime;
+
 class AttentionServer {
  public:
   static absl::StatusOr<std::unique_ptr<AttentionServer>> Create(const ServerOptions& options);
@@ -51,7 +54,9 @@ class AttentionServer {
   void SetServing(bool serving);
 
   ServerOptions options_;
+  std::unique_ptr<AttentionService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<Runtime> runtime_;
   int port_ = 0;
   std::string address_;
   bool shut_down_ = false;

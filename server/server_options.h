@@ -37,14 +37,15 @@ struct Limits {
   int64_t max_tokens_per_request = int64_t{1} << 25;
   // Requests waiting for a worker beyond which new ones get RESOURCE_EXHAUSTED.
   int queue_capacity = 64;
-  // Bytes of input that AttendStream calls may hold while their chunks
-  // arrive, over all such calls together. 0: three times the largest request.
+  // Bytes that AttendStream calls may hold (q, k, v as they arrive, and the
+  // output), over all such calls together. 0: four calls of the largest size.
   int64_t max_stream_buffer_bytes = 0;
 
   // Bytes of one 16-bit tensor of the largest allowed size.
   int64_t MaxTensorBytes() const { return max_tokens_per_request * 2; }
   int64_t StreamBufferBudget() const {
-    return max_stream_buffer_bytes > 0 ? max_stream_buffer_bytes : 3 * 3 * MaxTensorBytes();
+    // Default: four calls of the largest size, each holding q, k, v and out.
+    return max_stream_buffer_bytes > 0 ? max_stream_buffer_bytes : 4 * 4 * MaxTensorBytes();
   }
 };
 

@@ -1,0 +1,228 @@
+#include "attend_stream_reactor.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "request_log.h"
+#include "status_util.h"
+#include "tensor_codec.h"
+
+namespace attn::server {
+namespace {
+
+namespace pb = ::attnserve::v1;
+
+constexpr const char* kInputNames[3] = {"q", "k", "v"};
+constexpr absl::string_view kRpc = "AttendStream";
+
+}  // namespace
+
+AttendStreamReactor::AttendStreamReactor(Runtime* runtime, grpc::CallbackServerContext* context)
+    : runtime_(runtime), context_(context), arrival_(absl::Now()) {
+  StartRead(&request_);
+}
+
+AttendStreamReactor::~AttendStreamReactor() {
+  ReleaseInputs();
+  runtime_->stream_budget().Release(output_reserved_);
+}
+
+void AttendStreamReactor::ReleaseInputs() {
+  for (std::string& input : inputs_) std::string().swap(input);
+  runtime_->stream_budget().Release(input_reserved_);
+  input_reserved_ = 0;
+}
+
+void AttendStreamReactor::OnReadDone(bool ok) {
+  if (!ok) {  // the client half-closed, or the call broke
+    if (cancelled_.load(std::memory_order_acquire) || context_->IsCancelled()) {
+      Fail(absl::CancelledError("cancelled by the client while sending its tensors"),
+           FailureKind::kCancelled);
+    } else {
+      OnInputComplete();
+    }
+    return;
+  }
+  absl::Status status;
+  if (!spec_.has_value()) {
+    status = request_.has_header()
+                 ? OnHeader(request_.header())
+                 : absl::InvalidArgumentError(
+                       "the first AttendStream message must be a header; got a chunk");
+  } else if (request_.has_chunk()) {
+    status = OnChunk(request_.chunk());
+  } else if (request_.has_header()) {
+    status = absl::InvalidArgumentError("AttendStream got a second header; send it only once");
+  } else {
+    status = absl::InvalidArgumentError("AttendStream message has neither header nor chunk");
+  }
+  if (!status.ok()) {
+    Fail(status, FailureKind::kOther);
+    return;
+  }
+  StartRead(&request_);
+}
+
+absl::Status AttendStreamReactor::OnHeader(const pb::AttendRequest& header) {
+  absl::StatusOr<RequestSpec> spec =
+      DecodeRequestHeader(header, runtime_->limits(), runtime_->catalog());
+  request_id_ = (spec.ok() && !header.request_id().empty()) ? header.request_id()
+                                                            : runtime_->NextRequestId();
+  if (!spec.ok()) return spec.status();
+  spec->request_id = request_id_;
+  const std::string* inline_tensors[3] = {&header.q(), &header.k(), &header.v()};
+  for (int i = 0; i < 3; ++i) {
+    if (!inline_tensors[i]->empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "header.%s has %d bytes; AttendStream carries tensors in chunks only (leave "
+          "header.q, header.k and header.v empty)",
+          kInputNames[i], inline_tensors[i]->size()));
+    }
+  }
+  const int64_t tensor_bytes = spec->TensorBytes();
+  ByteBudget& budget = runtime_->stream_budget();
+  if (!budget.TryReserve(4 * tensor_bytes)) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "AttendStream needs %d bytes of buffers (q, k, v and the output of shape %s); %d of "
+        "%d are held by other calls (--max_stream_buffer_bytes); retry later",
+        4 * tensor_bytes, spec->shape.ToString(), budget.used(), budget.limit()));
+  }
+  input_reserved_ = 3 * tensor_bytes;
+  output_reserved_ = tensor_bytes;
+  // Capacity only: chunks append in order, so nothing is zero-filled.
+  for (std::string& input : inputs_) input.reserve(static_cast<size_t>(tensor_bytes));
+  spec_ = *std::move(spec);
+  header_decoded_ = absl::Now();
+  times_.decode_ns = ToNanos(header_decoded_ - arrival_);
+  return absl::OkStatus();
+}
+
+absl::Status AttendStreamReactor::OnChunk(const pb::TensorChunk& chunk) {
+  int index = -1;
+  switch (chunk.tensor()) {
+    case pb::TENSOR_Q:
+      index = 0;
+      break;
+    case pb::TENSOR_K:
+      index = 1;
+      break;
+    case pb::TENSOR_V:
+      index = 2;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "chunk.tensor is %s; request chunks carry TENSOR_Q, TENSOR_K or TENSOR_V",
+          pb::TensorName_IsValid(chunk.tensor()) ? pb::TensorName_Name(chunk.tensor())
+                                                 : absl::StrFormat("%d", chunk.tensor())));
+  }
+  std::string& input = inputs_[index];
+  const char* name = kInputNames[index];
+  const int64_t received = static_cast<int64_t>(input.size());
+  const int64_t needed = spec_->TensorBytes();
+  if (chunk.offset() != received) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "chunk.offset is %d for %s; expected %d (the bytes of %s received so far): a "
+        "tensor's chunks must arrive in order",
+        chunk.offset(), name, received, name));
+  }
+  const int64_t size = static_cast<int64_t>(chunk.data().size());
+  if (size > needed - received) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "chunk of %s at offset %d has %d bytes, past the end of %s: shape %s in %s needs %d",
+        name, chunk.offset(), size, name, spec_->shape.ToString(), DTypeName(spec_->dtype),
+        needed));
+  }
+  input.append(chunk.data());
+  return absl::OkStatus();
+}
+
+void AttendStreamReactor::OnInputComplete() {
+  if (!spec_.has_value()) {
+    request_id_ = runtime_->NextRequestId();
+    Fail(absl::InvalidArgumentError("AttendStream ended before its header"),
+         FailureKind::kOther);
+    return;
+  }
+  for (int i = 0; i < 3; ++i) {
+    const int64_t received = static_cast<int64_t>(inputs_[i].size());
+    if (received != spec_->TensorBytes()) {
+      Fail(absl::InvalidArgumentError(absl::StrFormat(
+               "AttendStream ended with %d of the %d bytes of %s (shape %s in %s)", received,
+               spec_->TensorBytes(), kInputNames[i], spec_->shape.ToString(),
+               DTypeName(spec_->dtype))),
+           FailureKind::kOther);
+      return;
+    }
+  }
+  times_.receive_ns = ToNanos(absl::Now() - header_decoded_);
+
+  auto job = std::make_unique<Job>();
+  job->spec = *spec_;
+  job->q = inputs_[0];
+  job->k = inputs_[1];
+  job->v = inputs_[2];
+  job->out = &out_;
+  job->arrival = arrival_;
+  job->deadline = absl::FromChrono(context_->deadline());
+  job->cancelled = &cancelled_;
+  job->times = times_;
+  job->done = [this](std::unique_ptr<Job> done_job, absl::Status status) {
+    OnJobDone(std::move(done_job), std::move(status));
+  };
+  absl::Status submitted = runtime_->scheduler().Submit(job);
+  if (!submitted.ok()) Fail(submitted, ClassifySchedulerStatus(submitted));
+}
+
+void AttendStreamReactor::OnJobDone(std::unique_ptr<Job> job, absl::Status status) {
+  ReleaseInputs();
+  if (!status.ok()) {
+    Fail(status, ClassifySchedulerStatus(status));
+    return;
+  }
+  times_ = job->times;
+  times_.total_ns = ToNanos(absl::Now() - arrival_);
+  device_ = std::move(job->device);
+  EncodeResponseHeader(*spec_, times_, runtime_->backend_name(), device_,
+                       response_.mutable_header());
+  out_sent_ = 0;
+  StartWrite(&response_);
+}
+
+void AttendStreamReactor::OnWriteDone(bool ok) {
+  if (!ok) {
+    Fail(absl::CancelledError("the client went away while the output was being sent"),
+         FailureKind::kCancelled);
+    return;
+  }
+  WriteNextChunk();
+}
+
+void AttendStreamReactor::WriteNextChunk() {
+  const int64_t total = static_cast<int64_t>(out_.size());
+  const int64_t size = std::min(runtime_->options().stream_chunk_bytes, total - out_sent_);
+  pb::TensorChunk* chunk = response_.mutable_chunk();
+  chunk->set_tensor(pb::TENSOR_OUT);
+  chunk->set_offset(out_sent_);
+  chunk->set_data(out_.data() + out_sent_, static_cast<size_t>(size));
+  out_sent_ += size;
+  if (out_sent_ < total) {
+    StartWrite(&response_);
+    return;
+  }
+  RecordOutcome(*runtime_, {kRpc, request_id_, &*spec_, absl::OkStatus(), FailureKind::kOther,
+                            times_, device_});
+  StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+}
+
+void AttendStreamReactor::Fail(const absl::Status& status, FailureKind kind) {
+  if (request_id_.empty()) request_id_ = runtime_->NextRequestId();
+  PhaseTimes times = times_;
+  times.total_ns = ToNanos(absl::Now() - arrival_);
+  RecordOutcome(*runtime_, {kRpc, request_id_, spec_.has_value() ? &*spec_ : nullptr, status,
+                            kind, times, ""});
+  Finish(ToGrpcStatus(status));
+}
+
+}  // namespace attn::server

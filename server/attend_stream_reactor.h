@@ -1,0 +1,75 @@
+// server/attend_stream_reactor.h
+//
+// AttendStreamReactor: one AttendStream call (see the proto for the
+// protocol). It checks the header as soon as it arrives, reserves the call's
+// buffers (q, k, v and the output) from the server's stream budget, and
+// checks every chunk as it arrives: in order per tensor, never past the
+// tensor's size. So a call never holds more than its shape needs, and all
+// calls together never more than --max_stream_buffer_bytes. When the client
+// half-closes with q, k and v complete, the job goes to the scheduler; the
+// output goes back as a header and in-order chunks.
+//
+// Reactions only copy bytes and start the next read or write; they never
+// block. The reactor deletes itself when gRPC calls OnDone.
+#ifndef ATTN_SERVER_ATTEND_STREAM_REACTOR_H_
+#define ATTN_SERVER_ATTEND_STREAM_REACTOR_H_
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "attnserve/v1/attention.grpc.pb.h"
+#include "job.h"
+#include "runtime.h"
+#include "stats.h"
+
+namespace attn::server {
+
+class AttendStreamReactor final
+    : public grpc::ServerBidiReactor<attnserve::v1::AttendStreamRequest,
+                                     attnserve::v1::AttendStreamResponse> {
+ public:
+  // Starts reading the call's first message.
+  AttendStreamReactor(Runtime* runtime, grpc::CallbackServerContext* context);
+  ~AttendStreamReactor() override;
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override { cancelled_.store(true, std::memory_order_release); }
+  void OnDone() override { delete this; }
+
+ private:
+  absl::Status OnHeader(const attnserve::v1::AttendRequest& header);
+  absl::Status OnChunk(const attnserve::v1::TensorChunk& chunk);
+  // All input read (the client half-closed): check completeness, submit.
+  void OnInputComplete();
+  void OnJobDone(std::unique_ptr<Job> job, absl::Status status);
+  void WriteNextChunk();
+  void Fail(const absl::Status& status, FailureKind kind);
+  void ReleaseInputs();
+
+  Runtime* const runtime_;
+  grpc::CallbackServerContext* const context_;
+  const absl::Time arrival_;
+  absl::Time header_decoded_;
+  std::string request_id_;
+
+  attnserve::v1::AttendStreamRequest request_;
+  attnserve::v1::AttendStreamResponse response_;
+  std::optional<RequestSpec> spec_;  // set once the header passed
+  std::string inputs_[3];            // q, k, v as received so far
+  std::string out_;
+  int64_t input_reserved_ = 0;   // stream budget held for inputs_
+  int64_t output_reserved_ = 0;  // and for out_
+  int64_t out_sent_ = 0;
+  PhaseTimes times_;
+  std::string device_;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace attn::server
+
+#endif  // ATTN_SERVER_ATTEND_STREAM_REACTOR_H_

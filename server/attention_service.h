@@ -1,0 +1,51 @@
+// server/attention_service.h
+//
+// AttentionService: the attnserve.v1.Attention front end on gRPC's callback
+// API. Handlers decode and validate on the gRPC thread (cheap: no tensor
+// data is touched), hand a Job to the scheduler and return at once; the
+// job's completion, on a worker thread, fills the response and finishes the
+// call. No handler or reaction ever blocks.
+//
+// Until Attach() the service answers UNAVAILABLE ("starting"), so the server
+// can listen (health NOT_SERVING) while the backend is still being set up.
+#ifndef ATTN_SERVER_ATTENTION_SERVICE_H_
+#define ATTN_SERVER_ATTENTION_SERVICE_H_
+
+#include <atomic>
+
+#include "attnserve/v1/attention.grpc.pb.h"
+#include "runtime.h"
+
+namespace attn::server {
+
+class AttentionService final : public attnserve::v1::Attention::CallbackService {
+ public:
+  // `runtime` must outlive every call; the server attaches it once, after
+  // start-up, and destroys it only after gRPC has shut down.
+  void Attach(Runtime* runtime) { runtime_.store(runtime, std::memory_order_release); }
+
+  grpc::ServerUnaryReactor* Attend(grpc::CallbackServerContext* context,
+                                   const attnserve::v1::AttendRequest* request,
+                                   attnserve::v1::AttendResponse* response) override;
+  grpc::ServerBidiReactor<attnserve::v1::AttendStreamRequest,
+                          attnserve::v1::AttendStreamResponse>*
+  AttendStream(grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* ListKernels(grpc::CallbackServerContext* context,
+                                        const attnserve::v1::ListKernelsRequest* request,
+                                        attnserve::v1::ListKernelsResponse* response) override;
+  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
+                                          const attnserve::v1::GetServerInfoRequest* request,
+                                          attnserve::v1::ServerInfo* response) override;
+  grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
+                                     const attnserve::v1::GetStatsRequest* request,
+                                     attnserve::v1::ServerStats* response) override;
+
+ private:
+  Runtime* runtime() const { return runtime_.load(std::memory_order_acquire); }
+
+  std::atomic<Runtime*> runtime_{nullptr};
+};
+
+}  // namespace attn::server
+
+#endif  // ATTN_SERVER_ATTENTION_SERVICE_H_

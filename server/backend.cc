@@ -1,0 +1,90 @@
+#include "backend.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cpu_executor.h"
+#include "cuda_executor.h"
+#include "status_util.h"
+
+namespace attn::server {
+namespace {
+
+// The devices `wanted` names (all usable ones when empty).
+absl::StatusOr<std::vector<DeviceInfo>> SelectDevices(const std::vector<int>& wanted) {
+  std::vector<DeviceInfo> usable = ListCudaDevices();
+  if (usable.empty()) {
+    return absl::FailedPreconditionError(
+        "--backend=cuda: no usable CUDA device (none visible, no driver, or compute "
+        "capability below 8.0)");
+  }
+  if (wanted.empty()) return usable;
+  std::vector<DeviceInfo> selected;
+  for (int ordinal : wanted) {
+    auto it = std::find_if(usable.begin(), usable.end(),
+                           [ordinal](const DeviceInfo& d) { return d.ordinal == ordinal; });
+    if (it == usable.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--devices names device ", ordinal, ", which is not a usable CUDA device; usable: ",
+          absl::StrJoin(usable, ",", [](std::string* out, const DeviceInfo& d) {
+            absl::StrAppend(out, d.ordinal);
+          })));
+    }
+    if (std::any_of(selected.begin(), selected.end(),
+                    [ordinal](const DeviceInfo& d) { return d.ordinal == ordinal; })) {
+      return absl::InvalidArgumentError(absl::StrCat("--devices names device ", ordinal, " twice"));
+    }
+    selected.push_back(*it);
+  }
+  return selected;
+}
+
+absl::StatusOr<BackendSetup> CreateCpuBackend(const ServerOptions& options, std::string reason) {
+  BackendSetup setup;
+  ASSIGN_OR_RETURN(setup.catalog, KernelCatalog::ForBackend(Backend::kCpu));
+  for (int i = 0; i < options.cpu_workers; ++i) {
+    setup.executors.push_back(std::make_unique<CpuExecutor>(options.cpu_threads));
+  }
+  setup.choice_reason = std::move(reason);
+  return setup;
+}
+
+absl::StatusOr<BackendSetup> CreateCudaBackend(const ServerOptions& options, std::string reason) {
+  if (!BuiltWithCuda()) {
+    return absl::FailedPreconditionError(
+        "--backend=cuda: this attn_server was built without CUDA; use --backend=cpu");
+  }
+  BackendSetup setup;
+  ASSIGN_OR_RETURN(setup.devices, SelectDevices(options.devices));
+  ASSIGN_OR_RETURN(setup.catalog, KernelCatalog::ForBackend(Backend::kCuda));
+  CudaExecutorOptions cuda;
+  cuda.devices = setup.devices;
+  cuda.streams_per_device = options.streams_per_device;
+  cuda.max_tensor_bytes = options.limits.MaxTensorBytes();
+  cuda.warmup_kernel = setup.catalog.default_kernel();
+  ASSIGN_OR_RETURN(setup.executors, CreateCudaExecutors(cuda));
+  setup.choice_reason = std::move(reason);
+  return setup;
+}
+
+}  // namespace
+
+absl::StatusOr<BackendSetup> CreateBackend(const ServerOptions& options) {
+  switch (options.backend) {
+    case BackendChoice::kCpu:
+      return CreateCpuBackend(options, "--backend=cpu");
+    case BackendChoice::kCuda:
+      return CreateCudaBackend(options, "--backend=cuda");
+    case BackendChoice::kAuto:
+      break;
+  }
+  if (!BuiltWithCuda()) return CreateCpuBackend(options, "--backend=auto: built without CUDA");
+  if (ListCudaDevices().empty()) {
+    return CreateCpuBackend(options, "--backend=auto: no usable CUDA device");
+  }
+  return CreateCudaBackend(options, "--backend=auto: CUDA device present");
+}
+
+}  // namespace attn::server

@@ -1,0 +1,36 @@
+// server/backend.h
+//
+// CreateBackend: turns --backend/--devices/--streams_per_device/--cpu_*
+// into the executors and the kernel catalog the server runs with.
+//
+//   auto  CUDA when this build has it and a usable GPU (compute capability
+//         >= 8.0) is visible, else CPU;
+//   cuda  CUDA or an error (FAILED_PRECONDITION) saying why not;
+//   cpu   the CPU reference, cpu_workers executors of cpu_threads threads.
+#ifndef ATTN_SERVER_BACKEND_H_
+#define ATTN_SERVER_BACKEND_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "attn/device.h"
+#include "executor.h"
+#include "kernel_catalog.h"
+#include "server_options.h"
+
+namespace attn::server {
+
+struct BackendSetup {
+  KernelCatalog catalog;
+  std::vector<DeviceInfo> devices;  // CUDA devices served; empty on the CPU backend
+  std::vector<std::unique_ptr<Executor>> executors;
+  std::string choice_reason;  // why this backend, for the start-up log
+};
+
+absl::StatusOr<BackendSetup> CreateBackend(const ServerOptions& options);
+
+}  // namespace attn::server
+
+#endif  // ATTN_SERVER_BACKEND_H_

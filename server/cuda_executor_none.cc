@@ -1,0 +1,15 @@
+// The CUDA backend of a build without CUDA: there is none.
+#include "cuda_executor.h"
+
+namespace attn::server {
+
+absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
+    const CudaExecutorOptions&) {
+  return absl::FailedPreconditionError(
+      "this attn_server was built without CUDA (ATTN_ENABLE_CUDA=OFF or no nvcc); "
+      "use --backend=cpu or a CUDA build");
+}
+
+std::string CudaVersionString() { return "no CUDA"; }
+
+}  // namespace attn::server

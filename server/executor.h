@@ -1,0 +1,37 @@
+// server/executor.h
+//
+// Executor: runs jobs on one compute resource (a CUDA stream with its
+// buffers, or a set of CPU threads). The scheduler gives each executor its
+// own worker thread and calls Run() there, one job at a time, so an
+// executor needs no locking of its own state.
+#ifndef ATTN_SERVER_EXECUTOR_H_
+#define ATTN_SERVER_EXECUTOR_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "job.h"
+
+namespace attn::server {
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  // Called once on the executor's worker thread before its first Run (a
+  // CUDA executor makes its device current here).
+  virtual absl::Status BindToThread() { return absl::OkStatus(); }
+
+  // Computes `job` (job.spec has passed the front end's checks): writes O to
+  // *job.out, fills job.times.{h2d,kernel,d2h}_ns and job.device. Blocks
+  // until the output is in host memory. Errors: INVALID_ARGUMENT if the
+  // kernel rejects the arguments, INTERNAL for device failures.
+  virtual absl::Status Run(Job& job) = 0;
+
+  // What this executor runs on, e.g. "NVIDIA H200 (cuda:0, stream 1)".
+  virtual std::string Name() const = 0;
+};
+
+}  // namespace attn::server
+
+#endif  // ATTN_SERVER_EXECUTOR_H_

@@ -1,0 +1,69 @@
+#include "request_log.h"
+
+#include <string>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "log.h"
+#include "tensor_codec.h"
+
+namespace attn::server {
+namespace {
+
+std::string Micros(int64_t ns) { return absl::StrFormat("%.0f", ns / 1000.0); }
+
+}  // namespace
+
+FailureKind ClassifySchedulerStatus(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kResourceExhausted:
+      return FailureKind::kQueueFull;
+    case absl::StatusCode::kDeadlineExceeded:
+      return FailureKind::kDeadline;
+    case absl::StatusCode::kCancelled:
+      return FailureKind::kCancelled;
+    default:
+      return FailureKind::kOther;
+  }
+}
+
+void RecordOutcome(Runtime& runtime, const RequestOutcome& o) {
+  const bool ok = o.status.ok();
+  if (ok) {
+    const int64_t tensor_bytes = o.spec != nullptr ? o.spec->TensorBytes() : 0;
+    runtime.stats().RecordSuccess(o.times, 3 * tensor_bytes, tensor_bytes);
+  } else {
+    runtime.stats().RecordFailure(o.failure);
+  }
+
+  const absl::StatusCode code = o.status.code();
+  const LogLevel level = (code == absl::StatusCode::kInternal ||
+                          code == absl::StatusCode::kUnknown ||
+                          code == absl::StatusCode::kDataLoss)
+                             ? LogLevel::kError
+                             : LogLevel::kInfo;
+  if (!LogEnabled(level)) return;
+  std::string line = absl::StrCat("request rpc=", o.rpc, " id=", o.request_id,
+                                  " status=", absl::StatusCodeToString(code));
+  if (o.spec != nullptr) {
+    const Shape& s = o.spec->shape;
+    absl::StrAppendFormat(&line, " dtype=%s shape=%dx%dx%dx%d kernel=%s", DTypeName(o.spec->dtype),
+                          s.batch, s.seq_len, s.num_heads, s.head_dim, o.spec->kernel.name);
+  }
+  if (ok) {
+    const PhaseTimes& t = o.times;
+    absl::StrAppend(&line, " device=\"", o.device, "\" receive_us=", Micros(t.receive_ns),
+                    " decode_us=", Micros(t.decode_ns), " queue_us=", Micros(t.queue_ns),
+                    " h2d_us=", Micros(t.h2d_ns), " kernel_us=", Micros(t.kernel_ns),
+                    " d2h_us=", Micros(t.d2h_ns), " total_us=", Micros(t.total_ns));
+    if (o.spec != nullptr) {
+      absl::StrAppendFormat(&line, " tflops=%.3f", KernelTflops(*o.spec, t.kernel_ns));
+    }
+  } else {
+    absl::StrAppend(&line, " message=\"", absl::CEscape(o.status.message()), "\"");
+  }
+  Log(level, line);
+}
+
+}  // namespace attn::server

@@ -1,0 +1,41 @@
+// server/request_log.h
+//
+// The end of every Attend/AttendStream call, success or not: one structured
+// log line and the matching counters.
+//
+//   I request rpc=Attend id=4f1c2a9e-17 status=OK dtype=bf16 shape=1x128x4x64
+//     kernel=cpu_reference device="cpu (2 threads)" receive_us=0 decode_us=9
+//     queue_us=2 h2d_us=0 kernel_us=812 d2h_us=0 total_us=840 tflops=0.010
+//
+// (one line in the log). Failures carry code and message instead of
+// timings, at info level, or error for INTERNAL/UNKNOWN/DATA_LOSS.
+#ifndef ATTN_SERVER_REQUEST_LOG_H_
+#define ATTN_SERVER_REQUEST_LOG_H_
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "job.h"
+#include "runtime.h"
+#include "stats.h"
+
+namespace attn::server {
+
+// How a status from the scheduler (Submit or a job's completion) counts.
+FailureKind ClassifySchedulerStatus(const absl::Status& status);
+
+struct RequestOutcome {
+  absl::string_view rpc;         // "Attend" or "AttendStream"
+  absl::string_view request_id;
+  const RequestSpec* spec = nullptr;  // null when the request did not decode
+  absl::Status status;
+  FailureKind failure = FailureKind::kOther;  // for a non-OK status
+  PhaseTimes times;
+  absl::string_view device;
+};
+
+// Logs `outcome` and counts it in runtime.stats().
+void RecordOutcome(Runtime& runtime, const RequestOutcome& outcome);
+
+}  // namespace attn::server
+
+#endif  // ATTN_SERVER_REQUEST_LOG_H_

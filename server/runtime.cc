@@ -1,0 +1,123 @@
+#include "runtime.h"
+
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "backend.h"
+#include "cuda_executor.h"
+#include "google/protobuf/stubs/common.h"
+#include "grpcpp/grpcpp.h"
+#include "status_util.h"
+#include "tensor_codec.h"
+
+#ifndef ATTN_VERSION
+#define ATTN_VERSION "unknown"
+#endif
+
+namespace attn::server {
+namespace {
+
+namespace pb = ::attnserve::v1;
+
+std::string RandomPrefix() {
+  std::random_device device;
+  return absl::StrFormat("%08x", device());
+}
+
+std::string MiB(int64_t bytes) { return absl::StrFormat("%.0f MiB", bytes / 1048576.0); }
+
+}  // namespace
+
+Runtime::Runtime(const ServerOptions& options, KernelCatalog catalog)
+    : options_(options),
+      catalog_(std::move(catalog)),
+      stream_budget_(options.limits.StreamBufferBudget()),
+      id_prefix_(RandomPrefix()) {}
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const ServerOptions& options) {
+  ASSIGN_OR_RETURN(BackendSetup setup, CreateBackend(options));
+  std::unique_ptr<Runtime> runtime(new Runtime(options, std::move(setup.catalog)));
+  runtime->devices_ = std::move(setup.devices);
+  runtime->choice_reason_ = std::move(setup.choice_reason);
+  runtime->scheduler_ =
+      std::make_unique<Scheduler>(std::move(setup.executors), options.limits.queue_capacity);
+  return runtime;
+}
+
+std::string Runtime::NextRequestId() {
+  return absl::StrCat(id_prefix_, "-", next_id_.fetch_add(1, std::memory_order_relaxed));
+}
+
+std::string Runtime::Describe() const {
+  std::vector<std::string> workers;
+  for (const auto& executor : scheduler_->executors()) workers.push_back(executor->Name());
+  return absl::StrFormat(
+      "backend=%s (%s) workers=[%s] default_kernel=%s max_tokens_per_request=%d "
+      "(%s per tensor) max_message_bytes=%d queue_capacity=%d max_stream_buffer_bytes=%d",
+      backend_name(), choice_reason_, absl::StrJoin(workers, ", "),
+      catalog_.default_kernel().name, options_.limits.max_tokens_per_request,
+      MiB(options_.limits.MaxTensorBytes()), options_.limits.max_message_bytes,
+      options_.limits.queue_capacity, stream_budget_.limit());
+}
+
+void Runtime::FillServerInfo(pb::ServerInfo* info) const {
+  info->set_version(ATTN_VERSION);
+  info->set_backend(std::string(backend_name()));
+  for (const DeviceInfo& device : devices_) {
+    pb::DeviceDescriptor* d = info->add_devices();
+    d->set_ordinal(device.ordinal);
+    d->set_name(device.name);
+    d->set_compute_major(device.compute_major);
+    d->set_compute_minor(device.compute_minor);
+    d->set_multiprocessors(device.multiprocessors);
+    d->set_total_memory_bytes(device.total_memory_bytes);
+  }
+  pb::ServerLimits* limits = info->mutable_limits();
+  limits->set_max_message_bytes(options_.limits.max_message_bytes);
+  limits->set_max_tokens_per_request(options_.limits.max_tokens_per_request);
+  limits->set_max_request_bytes(3 * options_.limits.MaxTensorBytes());
+  limits->set_queue_capacity(options_.limits.queue_capacity);
+  limits->set_workers(scheduler_->workers());
+  limits->set_max_stream_buffer_bytes(stream_budget_.limit());
+  limits->set_stream_chunk_bytes(options_.stream_chunk_bytes);
+  info->set_default_kernel(catalog_.default_kernel().name);
+  info->add_dtypes(pb::DTYPE_FLOAT16);
+  info->add_dtypes(pb::DTYPE_BFLOAT16);
+  info->set_build(absl::StrCat(
+#if defined(__clang__)
+      "clang ", __clang_version__,
+#elif defined(__GNUC__)
+      "gcc ", __VERSION__,
+#endif
+      "; gRPC ", grpc::Version(), "; protobuf ",
+      google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION), "; ",
+      CudaVersionString()));
+}
+
+void Runtime::FillKernels(pb::ListKernelsResponse* response) const {
+  for (const KernelInfo& kernel : catalog_.kernels()) {
+    pb::KernelDescriptor* d = response->add_kernels();
+    d->set_name(kernel.name);
+    d->set_ladder_step(kernel.ladder_step);
+    d->set_description(kernel.description);
+    d->set_backend(std::string(BackendName(kernel.backend)));
+    d->set_head_dim(kernel.head_dim);
+    d->set_max_head_dim(kernel.head_dim != 0 ? kernel.head_dim
+                                             : static_cast<int>(kMaxCpuHeadDim));
+    d->set_seq_multiple(kernel.seq_multiple);
+    d->set_block_m(kernel.block_m);
+    d->set_block_n(kernel.block_n);
+    d->set_num_warps(kernel.num_warps);
+    d->set_is_default(kernel.name == catalog_.default_kernel().name);
+  }
+}
+
+void Runtime::FillStats(pb::ServerStats* stats) const {
+  const Scheduler::Load load = scheduler_->load();
+  stats_.Fill(load.queued + load.running, load.queued, stats);
+}
+
+}  // namespace attn::server

@@ -1,0 +1,68 @@
+// server/runtime.h
+//
+// Runtime: everything behind the RPC front end for the server's lifetime:
+// the backend's kernel catalog and devices, the scheduler with its
+// executors, the counters, and the AttendStream byte budget. Created once
+// the server listens (slow: CUDA buffers and warm-up); thread-safe.
+#ifndef ATTN_SERVER_RUNTIME_H_
+#define ATTN_SERVER_RUNTIME_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "attn/device.h"
+#include "attnserve/v1/attention.pb.h"
+#include "byte_budget.h"
+#include "kernel_catalog.h"
+#include "scheduler.h"
+#include "server_options.h"
+#include "stats.h"
+
+namespace attn::server {
+
+class Runtime {
+ public:
+  static absl::StatusOr<std::unique_ptr<Runtime>> Create(const ServerOptions& options);
+
+  const ServerOptions& options() const { return options_; }
+  const Limits& limits() const { return options_.limits; }
+  const KernelCatalog& catalog() const { return catalog_; }
+  absl::string_view backend_name() const { return BackendName(catalog_.backend()); }
+  Scheduler& scheduler() { return *scheduler_; }
+  Stats& stats() { return stats_; }
+  ByteBudget& stream_budget() { return stream_budget_; }
+
+  // A server-made request id for requests that bring none: "<prefix>-<n>",
+  // the prefix random per process.
+  std::string NextRequestId();
+
+  void FillServerInfo(attnserve::v1::ServerInfo* info) const;
+  void FillKernels(attnserve::v1::ListKernelsResponse* response) const;
+  void FillStats(attnserve::v1::ServerStats* stats) const;
+
+  // Backend, devices, workers and limits on one line.
+  std::string Describe() const;
+
+  // Refuses new jobs; queued ones still run. The destructor joins workers.
+  void Stop() { scheduler_->Stop(); }
+
+ private:
+  Runtime(const ServerOptions& options, KernelCatalog catalog);
+
+  const ServerOptions options_;
+  const KernelCatalog catalog_;
+  std::vector<DeviceInfo> devices_;
+  std::string choice_reason_;
+  std::unique_ptr<Scheduler> scheduler_;
+  Stats stats_;
+  ByteBudget stream_budget_;
+  std::string id_prefix_;
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace attn::server
+
+#endif  // ATTN_SERVER_RUNTIME_H_

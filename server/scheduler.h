@@ -1,0 +1,94 @@
+// server/scheduler.h
+//
+// Scheduler: a bounded FIFO of jobs in front of a fixed set of executors,
+// each served by its own worker thread (for CUDA: one per device stream).
+// Workers take the oldest job; any idle worker may take any job.
+//
+// Admission: Submit() never blocks and never lets the queue grow past its
+// capacity. A full queue answers RESOURCE_EXHAUSTED at once (after first
+// dropping queued jobs that were cancelled or whose deadline has passed).
+//
+// Ownership (as Triton's Scheduler::Enqueue): when Submit() returns OK the
+// scheduler owns the job and calls its `done` exactly once, on a worker
+// thread or on the thread of a later Submit(); when it returns an error the
+// caller keeps the job and `done` is never called.
+//
+// A job whose client cancelled, or whose deadline passed, before a worker
+// took it is not run: `done` gets CANCELLED or DEADLINE_EXCEEDED.
+#ifndef ATTN_SERVER_SCHEDULER_H_
+#define ATTN_SERVER_SCHEDULER_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "executor.h"
+#include "job.h"
+
+namespace attn::server {
+
+class Scheduler {
+ public:
+  // Starts one worker per executor. `queue_capacity` counts waiting jobs,
+  // not running ones: at most queue_capacity + workers jobs are in flight;
+  // 0 admits a job only when a worker is free.
+  Scheduler(std::vector<std::unique_ptr<Executor>> executors, int queue_capacity);
+  // Stop(), then joins the workers.
+  ~Scheduler();
+
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues `job` (see the ownership rule above). Errors: RESOURCE_EXHAUSTED
+  // (queue full), DEADLINE_EXCEEDED (already past its deadline), CANCELLED,
+  // UNAVAILABLE (stopped).
+  absl::Status Submit(std::unique_ptr<Job>& job);
+
+  // Refuses new jobs with UNAVAILABLE; queued and running jobs still finish.
+  // Returns at once; the destructor waits for the workers.
+  void Stop();
+
+  // Jobs waiting, and jobs running now, read together.
+  struct Load {
+    int64_t queued = 0;
+    int64_t running = 0;
+  };
+  Load load() const;
+  int workers() const { return static_cast<int>(executors_.size()); }
+  int queue_capacity() const { return capacity_; }
+  const std::vector<std::unique_ptr<Executor>>& executors() const { return executors_; }
+
+ private:
+  struct Entry {
+    std::unique_ptr<Job> job;
+    absl::Time enqueued;
+  };
+
+  void WorkerLoop(Executor* executor);
+  // Moves queued jobs that were cancelled or are past their deadline into
+  // `dropped` (with the status each will be completed with).
+  void PurgeLocked(absl::Time now, std::vector<std::pair<Entry, absl::Status>>* dropped)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The reason not to run `job`, or OK to run it.
+  static absl::Status Admissible(const Job& job, absl::Time now, absl::Duration waited);
+  static void Complete(std::unique_ptr<Job> job, absl::Status status);
+
+  const std::vector<std::unique_ptr<Executor>> executors_;
+  const int capacity_;
+
+  mutable absl::Mutex mu_;
+  std::deque<Entry> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t running_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace attn::server
+
+#endif  // ATTN_SERVER_SCHEDULER_H_

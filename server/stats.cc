@@ -1,0 +1,71 @@
+#include "stats.h"
+
+#include "absl/time/clock.h"
+#include "attnserve/v1/attention.pb.h"
+
+namespace attn::server {
+namespace {
+
+void Add(std::atomic<int64_t>& counter, int64_t value) {
+  counter.fetch_add(value, std::memory_order_relaxed);
+}
+int64_t Get(const std::atomic<int64_t>& counter) {
+  return counter.load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
+Stats::Stats() : start_(absl::Now()) {}
+
+void Stats::RecordSuccess(const PhaseTimes& t, int64_t bytes_in, int64_t bytes_out) {
+  Add(ok_, 1);
+  Add(bytes_in_, bytes_in);
+  Add(bytes_out_, bytes_out);
+  Add(receive_ns_, t.receive_ns);
+  Add(decode_ns_, t.decode_ns);
+  Add(queue_ns_, t.queue_ns);
+  Add(h2d_ns_, t.h2d_ns);
+  Add(kernel_ns_, t.kernel_ns);
+  Add(d2h_ns_, t.d2h_ns);
+  Add(total_ns_, t.total_ns);
+}
+
+void Stats::RecordFailure(FailureKind kind) {
+  Add(failed_, 1);
+  switch (kind) {
+    case FailureKind::kQueueFull:
+      Add(queue_full_, 1);
+      break;
+    case FailureKind::kDeadline:
+      Add(deadline_, 1);
+      break;
+    case FailureKind::kCancelled:
+      Add(cancelled_, 1);
+      break;
+    case FailureKind::kOther:
+      break;
+  }
+}
+
+void Stats::Fill(int64_t in_flight, int64_t queued, attnserve::v1::ServerStats* proto) const {
+  proto->set_uptime_ns(absl::ToInt64Nanoseconds(absl::Now() - start_));
+  proto->set_requests_ok(Get(ok_));
+  proto->set_requests_failed(Get(failed_));
+  proto->set_rejected_queue_full(Get(queue_full_));
+  proto->set_rejected_deadline(Get(deadline_));
+  proto->set_rejected_cancelled(Get(cancelled_));
+  proto->set_in_flight(in_flight);
+  proto->set_queued(queued);
+  proto->set_bytes_in(Get(bytes_in_));
+  proto->set_bytes_out(Get(bytes_out_));
+  attnserve::v1::Timing* sum = proto->mutable_cumulative();
+  sum->set_receive_ns(Get(receive_ns_));
+  sum->set_decode_ns(Get(decode_ns_));
+  sum->set_queue_ns(Get(queue_ns_));
+  sum->set_h2d_ns(Get(h2d_ns_));
+  sum->set_kernel_ns(Get(kernel_ns_));
+  sum->set_d2h_ns(Get(d2h_ns_));
+  sum->set_total_ns(Get(total_ns_));
+}
+
+}  // namespace attn::server

@@ -1,0 +1,50 @@
+// server/stats.h
+//
+// Stats: the server's cumulative counters (the GetStats RPC), in the style
+// of Triton's statistics extension: counts and summed phase times since
+// start, from which clients take deltas. Lock-free; safe from any thread.
+#ifndef ATTN_SERVER_STATS_H_
+#define ATTN_SERVER_STATS_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "job.h"
+
+namespace attnserve::v1 {
+class ServerStats;
+}  // namespace attnserve::v1
+
+namespace attn::server {
+
+// Why a request failed, as far as the counters care.
+enum class FailureKind {
+  kOther,      // invalid request, kernel or device error, ...
+  kQueueFull,  // refused by admission control
+  kDeadline,   // deadline passed before it ran
+  kCancelled,  // the client cancelled before it ran
+};
+
+class Stats {
+ public:
+  Stats();
+
+  void RecordSuccess(const PhaseTimes& times, int64_t bytes_in, int64_t bytes_out);
+  void RecordFailure(FailureKind kind);
+
+  // Fills the counters; in_flight and queued come from the scheduler.
+  void Fill(int64_t in_flight, int64_t queued, attnserve::v1::ServerStats* proto) const;
+
+ private:
+  const absl::Time start_;
+  std::atomic<int64_t> ok_{0}, failed_{0}, queue_full_{0}, deadline_{0}, cancelled_{0};
+  std::atomic<int64_t> bytes_in_{0}, bytes_out_{0};
+  std::atomic<int64_t> receive_ns_{0}, decode_ns_{0}, queue_ns_{0}, h2d_ns_{0}, kernel_ns_{0},
+      d2h_ns_{0}, total_ns_{0};
+};
+
+}  // namespace attn::server
+
+#endif  // ATTN_SERVER_STATS_H_
