@@ -4,23 +4,30 @@
 # here: builds use the nvcc they find (PATH or /usr/local/cuda/bin), else
 # build the CPU parts only.
 #
-#   install_deps.sh [--runtime-only] [--with-checks]
-#     --runtime-only  only the shared libraries the binaries need at run time
-#     --with-checks   also the linters the deployment checks use
+#   install_deps.sh [--runtime-only] [--with-checks] [--print-packages]
+#     --runtime-only    only the shared libraries the binaries need at run time
+#     --with-checks     also the linters the deployment checks use
+#     --print-packages  print the package names, one a line, install nothing
 set -euo pipefail
 
 runtime_only=0
 with_checks=0
+print_only=0
 for arg in "$@"; do
   case "$arg" in
     --runtime-only) runtime_only=1 ;;
     --with-checks) with_checks=1 ;;
+    --print-packages) print_only=1 ;;
     *) echo "install_deps.sh: unknown option '$arg'" >&2; exit 2 ;;
   esac
 done
 
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+# Package lists first: a fresh container has none, and the name check below
+# needs them.
+if [ "$print_only" -eq 0 ]; then "${sudo_cmd[@]}" apt-get update -qq; fi
 
 if [ "$runtime_only" -eq 1 ]; then
   packages=(libgrpc++1.51 libprotobuf32 ca-certificates)
@@ -47,7 +54,9 @@ if [ "$with_checks" -eq 1 ]; then
   fi
 fi
 
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
+if [ "$print_only" -eq 1 ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 echo "install_deps.sh: installed ${#packages[@]} packages"
