@@ -8,6 +8,8 @@
 #                OpenSSL, zlib, ..., and libcudart when linked dynamically),
 #                each with RUNPATH $ORIGIN
 #   <out>/MANIFEST  source commit, build settings, sha256 of every file
+#   <out>/smoke.sh  starts the bundled server, checks a request with the
+#                   bundled client, stops it (deploy/bundle_smoke.sh)
 #
 # so the server and clients run on a GPU host without those packages, from
 # any directory, with no LD_LIBRARY_PATH.
@@ -107,6 +109,8 @@ if [ "$bin_only" -eq 0 ]; then
     # shellcheck disable=SC2016  # a literal $ORIGIN, expanded by the loader
     patchelf --set-rpath '$ORIGIN/../lib' "$bin"
   done
+  cp "$root/deploy/bundle_smoke.sh" "$out/smoke.sh"
+  chmod +x "$out/smoke.sh"
 fi
 
 {

@@ -7,10 +7,10 @@
 #     (LD_LIBRARY_PATH empty) in an empty working directory, and every shared
 #     object the loader initialises comes from the bundle or is one of the
 #     host libraries the bundle leaves out (LD_DEBUG=libs);
-#   * when the bundle has attn_server and attn_cli: the bundled server starts
-#     on the CPU backend, the bundled client sees it SERVING and gets a
-#     correct result for a small request (attend --check), and SIGTERM makes
-#     the server exit 0.
+#   * when the bundle has attn_server and attn_cli: the bundle's smoke.sh
+#     (the one run on GPU hosts) passes on the CPU backend: the bundled server
+#     starts, the bundled client sees it SERVING and gets a correct result for
+#     a small request (attend --check), and SIGTERM makes the server exit 0.
 set -euo pipefail
 # shellcheck source=deploy/checks/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -18,13 +18,10 @@ require_tool patchelf readelf
 
 bundle="$work_dir/bundle"
 bash "$root/deploy/bundle.sh" --build-dir "$build_dir" --out "$bundle"
+[ -x "$bundle/smoke.sh" ] || fail "bundle.sh did not install smoke.sh"
 
 clean="$(mktemp -d /tmp/attn-bundle-check.XXXXXX)"
-server_pid=""
-cleanup() {
-  if [ -n "$server_pid" ]; then kill -KILL "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$clean"
-}
+cleanup() { rm -rf "$clean"; }
 trap cleanup EXIT
 cp -a "$bundle" "$clean/attnserve"
 mkdir "$clean/cwd"
@@ -81,45 +78,23 @@ for bin in "$b"/bin/*; do
   echo "bundle_check: $name starts from the bundle ($loaded shared objects)"
 done
 
-# End to end through the bundle: server on the CPU backend, client health.
+# End to end through the bundle: its own smoke test (deploy/bundle_smoke.sh),
+# on the CPU backend, from an empty environment.
 if [ -x "$b/bin/attn_server" ] && [ -x "$b/bin/attn_cli" ]; then
-  port_file="$clean/port"
-  (cd "$clean/cwd" && exec env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH= "$b/bin/attn_server" \
-     --listen=127.0.0.1:0 --port_file="$port_file" --backend=cpu) >"$clean/server.log" 2>&1 &
-  server_pid=$!
-  healthy=0
-  for _ in $(seq 1 150); do
-    if [ -s "$port_file" ] &&
-       env -i PATH=/usr/bin:/bin "$b/bin/attn_cli" health \
-         --address="127.0.0.1:$(cat "$port_file")" >/dev/null 2>&1; then
-      healthy=1
-      break
-    fi
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.2
-  done
-  if [ "$healthy" -eq 1 ]; then
-    echo "bundle_check: bundled attn_cli sees the bundled attn_server SERVING on port $(cat "$port_file")"
-    # One small request through both, checked against the float64 reference.
-    if env -i PATH=/usr/bin:/bin "$b/bin/attn_cli" attend --address="127.0.0.1:$(cat "$port_file")" \
-         --shape=1,128,2,64 --check >"$clean/attend.log" 2>&1; then
-      echo "bundle_check: attn_cli attend --check through the bundle: $(grep -o 'check:.*' "$clean/attend.log")"
-    elif grep -q UNIMPLEMENTED "$clean/attend.log"; then
-      # A server without the Attention service yet (health only).
-      echo "bundle_check: SKIPPED attend: this attn_server does not implement it yet"
-    else
-      problem "attn_cli attend --check through the bundle failed:"
-      sed 's/^/    /' "$clean/attend.log" >&2
-    fi
-  else
-    problem "bundled attn_server did not become SERVING within 30 s"
-  fi
-  kill -TERM "$server_pid" 2>/dev/null || true
   rc=0
-  wait "$server_pid" || rc=$?
-  server_pid=""
-  [ "$rc" -eq 0 ] || problem "attn_server exited $rc after SIGTERM"
-  if [ "$problems" -gt 0 ]; then sed 's/^/    server: /' "$clean/server.log" >&2; fi
+  (cd "$clean/cwd" && env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH= SMOKE_LOG_DIR="$clean/smoke" \
+     "$b/smoke.sh" --backend=cpu --shape=1,128,2,64) >"$clean/smoke.log" 2>&1 || rc=$?
+  if [ "$rc" -eq 0 ]; then
+    echo "bundle_check: smoke.sh on the CPU backend passed: $(grep -o 'check:.*' "$clean/smoke.log" | head -1)"
+  elif grep -q 'UNIMPLEMENTED' "$clean/smoke.log" && ! grep -q 'FAIL: attn_server' "$clean/smoke.log" &&
+       [ "$(grep -c 'smoke: FAIL' "$clean/smoke.log")" -eq "$(grep -c 'smoke: FAIL: \(attend\|attn_cli kernels\|attn_cli stats\|attn_cli info\)' "$clean/smoke.log")" ]; then
+    # A server without the Attention service yet (health only).
+    echo "bundle_check: smoke.sh: server SERVING and drained; SKIPPED the RPCs it does not implement yet"
+  else
+    problem "smoke.sh through the bundle failed:"
+    sed 's/^/    /' "$clean/smoke.log" >&2
+    sed 's/^/    server: /' "$clean/smoke/server.log" >&2 || true
+  fi
 elif [ -x "$b/bin/attn_server" ]; then
   echo "bundle_check: no attn_cli in the build yet: skipped the end-to-end start"
 fi
