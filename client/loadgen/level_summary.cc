@@ -1,0 +1,145 @@
+#include "level_summary.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "attn/client/attend_types.h"
+
+namespace attn::loadgen {
+namespace {
+
+double Ms(double ns) { return ns / 1e6; }
+
+ServerStatsDelta StatsDelta(const LevelRun& run) {
+  ServerStatsDelta delta;
+  if (!run.stats_before.has_value() || !run.stats_after.has_value()) return delta;
+  const attnserve::v1::ServerStats& a = *run.stats_before;
+  const attnserve::v1::ServerStats& b = *run.stats_after;
+  delta.available = true;
+  delta.requests_ok = b.requests_ok() - a.requests_ok();
+  delta.requests_failed = b.requests_failed() - a.requests_failed();
+  delta.rejected_queue_full = b.rejected_queue_full() - a.rejected_queue_full();
+  delta.rejected_deadline = b.rejected_deadline() - a.rejected_deadline();
+  if (delta.requests_ok > 0) {
+    const double n = static_cast<double>(delta.requests_ok);
+    delta.avg_queue_ms =
+        Ms(static_cast<double>(b.cumulative().queue_ns() - a.cumulative().queue_ns()) / n);
+    delta.avg_kernel_ms =
+        Ms(static_cast<double>(b.cumulative().kernel_ns() - a.cumulative().kernel_ns()) / n);
+    delta.avg_total_ms =
+        Ms(static_cast<double>(b.cumulative().total_ns() - a.cumulative().total_ns()) / n);
+  }
+  return delta;
+}
+
+}  // namespace
+
+int64_t Percentile(const std::vector<int64_t>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  // The epsilon keeps p/100·n from rounding up past an exact rank (99.9% of
+  // 1000 is 999, not 1000).
+  const double rank = std::ceil(p / 100.0 * static_cast<double>(sorted.size()) - 1e-9);
+  const size_t index = static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(sorted.size()))) - 1;
+  return sorted[index];
+}
+
+LatencyStats ComputeLatencyStats(std::vector<int64_t> latencies_ns) {
+  LatencyStats stats;
+  stats.count = static_cast<int64_t>(latencies_ns.size());
+  if (latencies_ns.empty()) return stats;
+  std::sort(latencies_ns.begin(), latencies_ns.end());
+  double sum = 0;
+  for (int64_t v : latencies_ns) sum += static_cast<double>(v);
+  const double mean = sum / static_cast<double>(latencies_ns.size());
+  double squares = 0;
+  for (int64_t v : latencies_ns) squares += (static_cast<double>(v) - mean) * (static_cast<double>(v) - mean);
+  stats.mean_ms = Ms(mean);
+  stats.stddev_ms = Ms(std::sqrt(squares / static_cast<double>(latencies_ns.size())));
+  stats.min_ms = Ms(static_cast<double>(latencies_ns.front()));
+  stats.p50_ms = Ms(static_cast<double>(Percentile(latencies_ns, 50)));
+  stats.p90_ms = Ms(static_cast<double>(Percentile(latencies_ns, 90)));
+  stats.p95_ms = Ms(static_cast<double>(Percentile(latencies_ns, 95)));
+  stats.p99_ms = Ms(static_cast<double>(Percentile(latencies_ns, 99)));
+  stats.p999_ms = Ms(static_cast<double>(Percentile(latencies_ns, 99.9)));
+  stats.max_ms = Ms(static_cast<double>(latencies_ns.back()));
+  return stats;
+}
+
+LevelSummary Summarize(const LevelRun& run, const Shape& shape) {
+  LevelSummary s;
+  s.mode = run.spec.mode;
+  s.concurrency = run.spec.mode == LoadMode::kClosedLoop ? run.spec.concurrency : 0;
+  s.target_rate = run.spec.mode == LoadMode::kOpenLoop ? run.spec.rate : 0;
+  s.sent = static_cast<int64_t>(run.records.size());
+  s.unsent = run.unsent_requests;
+
+  const int64_t late_tolerance_ns = absl::ToInt64Nanoseconds(run.spec.late_tolerance);
+  std::vector<int64_t> latencies, service;
+  int64_t last_done = run.window_start_ns;
+  int64_t last_sent = run.window_start_ns;
+  double sums[11] = {};  // marshal, unmarshal, network, rtt, decode..d2h, other, total
+  for (const RequestRecord& r : run.records) {
+    last_done = std::max(last_done, r.done_ns);
+    last_sent = std::max(last_sent, r.sent_ns);
+    if (run.spec.mode == LoadMode::kOpenLoop && r.sent_ns - r.due_ns > late_tolerance_ns) ++s.late;
+    if (r.code != absl::StatusCode::kOk) {
+      ++s.failed;
+      ++s.errors[absl::StatusCodeToString(r.code)];
+      continue;
+    }
+    ++s.completed;
+    s.streamed += r.streamed ? 1 : 0;
+    latencies.push_back(r.done_ns - r.due_ns);
+    service.push_back(r.done_ns - r.sent_ns);
+    const double parts[11] = {
+        static_cast<double>(r.client.marshal_ns),  static_cast<double>(r.client.unmarshal_ns),
+        static_cast<double>(r.client.NetworkNs(r.server)),
+        static_cast<double>(r.client.round_trip_ns), static_cast<double>(r.server.decode_ns),
+        static_cast<double>(r.server.queue_ns),    static_cast<double>(r.server.h2d_ns),
+        static_cast<double>(r.server.kernel_ns),   static_cast<double>(r.server.d2h_ns),
+        static_cast<double>(r.server.OtherNs()),   static_cast<double>(r.server.total_ns)};
+    for (int i = 0; i < 11; ++i) sums[i] += parts[i];
+  }
+  if (s.sent > 0) s.late_percent = 100.0 * static_cast<double>(s.late) / static_cast<double>(s.sent);
+
+  s.window_s = static_cast<double>(last_done - run.window_start_ns) / 1e9;
+  const double send_span_s =
+      static_cast<double>(std::max(run.send_stop_ns, last_sent) - run.window_start_ns) / 1e9;
+  if (send_span_s > 0) s.send_rate = static_cast<double>(s.sent) / send_span_s;
+  if (s.window_s > 0) {
+    const double tensor_bytes = 4.0 * static_cast<double>(shape.NumElements()) * 2.0;
+    s.throughput_rps = static_cast<double>(s.completed) / s.window_s;
+    s.tensor_gbps = s.throughput_rps * tensor_bytes / 1e9;
+    s.tflops = s.throughput_rps * AttentionFlops(shape) / 1e12;
+  }
+  s.latency = ComputeLatencyStats(std::move(latencies));
+  s.service_latency = ComputeLatencyStats(std::move(service));
+  if (s.completed > 0) {
+    double avg[11];
+    for (int i = 0; i < 11; ++i) avg[i] = Ms(sums[i] / static_cast<double>(s.completed));
+    PhaseBreakdown& p = s.phases;
+    p.client_marshal_ms = avg[0];
+    p.client_unmarshal_ms = avg[1];
+    p.network_ms = avg[2];
+    p.round_trip_ms = avg[3];
+    p.server_decode_ms = avg[4];
+    p.server_queue_ms = avg[5];
+    p.server_h2d_ms = avg[6];
+    p.server_kernel_ms = avg[7];
+    p.server_d2h_ms = avg[8];
+    p.server_other_ms = avg[9];
+    p.server_total_ms = avg[10];
+  }
+  s.server_stats = StatsDelta(run);
+  return s;
+}
+
+std::string LevelLabel(const LevelSummary& summary) {
+  if (summary.mode == LoadMode::kClosedLoop) return absl::StrCat("c=", summary.concurrency);
+  return absl::StrFormat("r=%g/s", summary.target_rate);
+}
+
+}  // namespace attn::loadgen

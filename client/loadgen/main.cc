@@ -1,0 +1,343 @@
+// attn_loadgen: load tests an attnserve server and reports throughput and
+// latency per load level, in the manner of Triton's perf_analyzer.
+//
+// Closed loop, a concurrency sweep (requests kept in flight):
+//   attn_loadgen --address=gpu:50051 --shape=1,4096,16,128 --dtype=bf16
+//       --concurrency=1:64:x2 --duration=10s --out_dir=results/
+// Open loop at fixed rates (latency from each request's scheduled time):
+//   attn_loadgen --rate=50:400:x2 --arrivals=poisson ...
+//
+// Writes a text table to stdout and, with --out_dir (or --csv/--json/--svg),
+// loadgen.csv, loadgen.json and loadgen_latency.svg. Exit status: 0 when
+// the sweep ran and some request succeeded, 1 when the server was
+// unreachable, a preflight request failed or nothing succeeded, 2 for bad
+// flags.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "attn/client/attention_client.h"
+#include "latency_plot.h"
+#include "level_runner.h"
+#include "level_summary.h"
+#include "progress_line.h"
+#include "report_writers.h"
+#include "sweep_spec.h"
+
+ABSL_FLAG(std::string, address, "localhost:50051", "attnserve server: host:port or gRPC target.");
+ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(10), "Give up connecting after this.");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(30),
+          "Deadline of each request (bounds how long a level can drain).");
+ABSL_FLAG(bool, tls, false, "Use TLS (the other --tls_* flags imply it).");
+ABSL_FLAG(std::string, tls_ca, "", "PEM root certificates for the server's certificate.");
+ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate chain (mutual TLS).");
+ABSL_FLAG(std::string, tls_key, "", "PEM client private key (mutual TLS).");
+ABSL_FLAG(std::string, tls_server_name, "", "Name expected in the server's certificate.");
+ABSL_FLAG(int, channels, 4,
+          "Connections to spread requests over (round robin); one TCP connection caps "
+          "large-tensor throughput.");
+ABSL_FLAG(int64_t, stream_threshold_bytes, 0,
+          "Stream requests larger than this; 0 = the server's message limit.");
+ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{4} << 20, "Bytes per streamed chunk.");
+
+ABSL_FLAG(std::string, shape, "1,4096,16,128", "B,S,H,D of every request (random N(0,1) data).");
+ABSL_FLAG(std::string, dtype, "bf16", "bf16 or fp16.");
+ABSL_FLAG(std::string, kernel, "", "Kernel to request; empty = the server's default.");
+ABSL_FLAG(std::string, transport, "auto", "auto, unary or stream.");
+ABSL_FLAG(uint64_t, seed, 1, "Seed of the input data and of Poisson arrivals.");
+
+ABSL_FLAG(std::string, concurrency, "1",
+          "Closed loop: requests in flight per level: N, a list (1,2,4), start:end:step or "
+          "start:end:xFACTOR (1:64:x2).");
+ABSL_FLAG(std::string, rate, "",
+          "Open loop instead: requests/s per level, same syntax as --concurrency.");
+ABSL_FLAG(std::string, arrivals, "poisson", "Open loop: poisson or constant inter-arrival gaps.");
+ABSL_FLAG(int, max_in_flight, 256,
+          "Open loop: most requests outstanding; further sends wait (and count as late).");
+ABSL_FLAG(absl::Duration, late_tolerance, absl::Milliseconds(1),
+          "Open loop: a send this much after its scheduled time counts as late.");
+ABSL_FLAG(absl::Duration, warmup, absl::Seconds(2), "Per level: excluded from the results.");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "Per level: the measurement window.");
+ABSL_FLAG(int64_t, requests, 0,
+          "Per level: stop after this many measured requests (0 = only --duration).");
+ABSL_FLAG(double, latency_limit_ms, 0,
+          "Stop the sweep after a level whose p99 latency exceeds this (0 = never).");
+
+ABSL_FLAG(std::string, out_dir, "",
+          "Write loadgen.csv, loadgen.json and loadgen_latency.svg into this directory.");
+ABSL_FLAG(std::string, csv, "", "CSV path (overrides --out_dir's).");
+ABSL_FLAG(std::string, json, "", "JSON path (overrides --out_dir's).");
+ABSL_FLAG(std::string, svg, "", "SVG plot path (overrides --out_dir's).");
+ABSL_FLAG(bool, json_requests, false, "Also list every request's timestamps in the JSON.");
+ABSL_FLAG(std::string, progress, "auto", "Live progress on stderr: auto (if a terminal), "
+          "always or never.");
+ABSL_FLAG(std::string, label, "", "Free text recorded in the reports and the plot title.");
+
+namespace {
+
+namespace lg = ::attn::loadgen;
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+int Usage(const std::string& message) {
+  std::cerr << "attn_loadgen: " << message << "\n";
+  return kExitUsage;
+}
+
+bool ParseShape(const std::string& text, attn::Shape* shape) {
+  const std::vector<std::string> parts = absl::StrSplit(text, ',');
+  int64_t dims[4];
+  if (parts.size() != 4) return false;
+  for (int i = 0; i < 4; ++i) {
+    if (!absl::SimpleAtoi(parts[i], &dims[i]) || dims[i] < 1) return false;
+  }
+  *shape = attn::Shape{dims[0], dims[1], dims[2], dims[3]};
+  return true;
+}
+
+bool WriteFile(const std::string& path, const std::string& contents) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << contents;
+  file.close();
+  if (!file) {
+    std::cerr << "attn_loadgen: cannot write " << path << "\n";
+    return false;
+  }
+  std::cout << "wrote " << path << "\n";
+  return true;
+}
+
+// The path for one output: its own flag, else `name` in --out_dir, else "".
+std::string OutputPath(const std::string& explicit_path, const char* name) {
+  if (!explicit_path.empty()) return explicit_path;
+  const std::string dir = absl::GetFlag(FLAGS_out_dir);
+  return dir.empty() ? "" : (std::filesystem::path(dir) / name).string();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Load tests an attnserve server: closed-loop concurrency sweeps (--concurrency=1:64:x2) "
+      "or open-loop rates (--rate=100,200), with latency percentiles, throughput, and the "
+      "client/server time breakdown; CSV, JSON and an SVG latency-throughput plot.");
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) return Usage(absl::StrCat("unexpected argument '", positional[1], "'"));
+
+  // Levels and per-level bounds.
+  lg::LevelSpec base;
+  std::vector<lg::LevelSpec> levels;
+  const std::string rate_flag = absl::GetFlag(FLAGS_rate);
+  base.mode = rate_flag.empty() ? lg::LoadMode::kClosedLoop : lg::LoadMode::kOpenLoop;
+  const std::string arrivals = absl::GetFlag(FLAGS_arrivals);
+  if (arrivals != "poisson" && arrivals != "constant") {
+    return Usage("--arrivals must be poisson or constant");
+  }
+  base.arrivals = arrivals == "poisson" ? lg::Arrivals::kPoisson : lg::Arrivals::kConstant;
+  base.warmup = absl::GetFlag(FLAGS_warmup);
+  base.duration = absl::GetFlag(FLAGS_duration);
+  base.max_requests = absl::GetFlag(FLAGS_requests);
+  base.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  base.late_tolerance = absl::GetFlag(FLAGS_late_tolerance);
+  base.seed = absl::GetFlag(FLAGS_seed);
+  if (base.warmup < absl::ZeroDuration() || base.duration <= absl::ZeroDuration()) {
+    return Usage("--warmup must be >= 0 and --duration > 0");
+  }
+  if (base.max_requests < 0 || base.max_in_flight < 1) {
+    return Usage("--requests must be >= 0 and --max_in_flight >= 1");
+  }
+  if (base.mode == lg::LoadMode::kClosedLoop) {
+    absl::StatusOr<std::vector<int>> sweep = lg::ParseIntegerSweep(absl::GetFlag(FLAGS_concurrency));
+    if (!sweep.ok()) return Usage(absl::StrCat("--concurrency: ", sweep.status().message()));
+    for (int c : *sweep) {
+      lg::LevelSpec spec = base;
+      spec.concurrency = c;
+      levels.push_back(spec);
+    }
+  } else {
+    absl::StatusOr<std::vector<double>> sweep = lg::ParseSweep(rate_flag);
+    if (!sweep.ok()) return Usage(absl::StrCat("--rate: ", sweep.status().message()));
+    for (double r : *sweep) {
+      lg::LevelSpec spec = base;
+      spec.rate = r;
+      levels.push_back(spec);
+    }
+  }
+
+  // Request.
+  attn::Shape shape;
+  if (!ParseShape(absl::GetFlag(FLAGS_shape), &shape)) {
+    return Usage("--shape must be B,S,H,D (four integers >= 1)");
+  }
+  attn::DType dtype;
+  if (!attn::ParseDType(absl::GetFlag(FLAGS_dtype), &dtype)) {
+    return Usage("--dtype must be bf16 or fp16");
+  }
+  attn::AttendOptions call;
+  call.kernel = absl::GetFlag(FLAGS_kernel);
+  call.timeout = absl::GetFlag(FLAGS_timeout);
+  const std::string transport = absl::GetFlag(FLAGS_transport);
+  if (transport == "unary") {
+    call.transport = attn::Transport::kUnary;
+  } else if (transport == "stream") {
+    call.transport = attn::Transport::kStream;
+  } else if (transport != "auto") {
+    return Usage("--transport must be auto, unary or stream");
+  }
+  const int channels = absl::GetFlag(FLAGS_channels);
+  if (channels < 1) return Usage("--channels must be >= 1");
+  const std::string progress_flag = absl::GetFlag(FLAGS_progress);
+  if (progress_flag != "auto" && progress_flag != "always" && progress_flag != "never") {
+    return Usage("--progress must be auto, always or never");
+  }
+  const bool show_progress =
+      progress_flag == "always" || (progress_flag == "auto" && lg::StderrIsTerminal());
+
+  // Connections: the first fetches the server's info; all use its stream
+  // threshold so every request takes the same path.
+  attn::ClientOptions options;
+  options.address = absl::GetFlag(FLAGS_address);
+  options.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  options.rpc_timeout = absl::GetFlag(FLAGS_timeout);
+  options.tls.root_certs_path = absl::GetFlag(FLAGS_tls_ca);
+  options.tls.cert_chain_path = absl::GetFlag(FLAGS_tls_cert);
+  options.tls.private_key_path = absl::GetFlag(FLAGS_tls_key);
+  options.tls.server_name_override = absl::GetFlag(FLAGS_tls_server_name);
+  options.tls.enabled = absl::GetFlag(FLAGS_tls) || !options.tls.root_certs_path.empty() ||
+                        !options.tls.cert_chain_path.empty();
+  options.stream_threshold_bytes = absl::GetFlag(FLAGS_stream_threshold_bytes);
+  options.stream_chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
+  options.dedicated_connection = channels > 1;
+  std::vector<std::unique_ptr<attn::AttentionClient>> clients;
+  std::vector<attn::AttentionClient*> client_ptrs;
+  for (int i = 0; i < channels; ++i) {
+    absl::StatusOr<std::unique_ptr<attn::AttentionClient>> client =
+        attn::AttentionClient::Connect(options);
+    if (!client.ok()) {
+      std::cerr << "attn_loadgen: " << client.status().ToString() << "\n";
+      return kExitFailure;
+    }
+    if (i == 0) {
+      options.fetch_server_info = false;
+      options.stream_threshold_bytes = (*client)->stream_threshold_bytes();
+    }
+    client_ptrs.push_back(client->get());
+    clients.push_back(*std::move(client));
+  }
+
+  auto inputs = std::make_shared<const attn::AttentionInputs>(
+      attn::MakeRandomInputs(shape, dtype, absl::GetFlag(FLAGS_seed)));
+  // One request first: a shape the server refuses fails here, once, with
+  // its message, instead of as thousands of errors.
+  {
+    absl::StatusOr<attn::AttendResult> preflight = clients.front()->Attend(*inputs, call);
+    if (!preflight.ok()) {
+      std::cerr << "attn_loadgen: preflight request failed: " << preflight.status().ToString()
+                << "\n";
+      return kExitFailure;
+    }
+  }
+
+  lg::SweepContext context;
+  context.tool_version = ATTN_VERSION;
+  std::vector<std::string> args(argv, argv + argc);
+  context.command_line = absl::StrJoin(args, " ");
+  context.started_at = absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
+  context.address = options.address;
+  context.label = absl::GetFlag(FLAGS_label);
+  context.shape = shape;
+  context.dtype = dtype;
+  context.kernel = call.kernel;
+  context.transport = transport;
+  context.channels = channels;
+  context.spec = base;
+  context.server_info = clients.front()->server_info();
+
+  std::cout << lg::Headline(context) << "\n"
+            << absl::StrFormat("%.2f MiB per request (Q, K, V) + %.2f MiB response, %.3g GFLOP; "
+                               "warm-up %s, window %s per level, %d connection(s)\n",
+                               3.0 * static_cast<double>(inputs->TensorBytes()) / (1 << 20),
+                               static_cast<double>(inputs->TensorBytes()) / (1 << 20),
+                               attn::AttentionFlops(shape) / 1e9,
+                               absl::FormatDuration(base.warmup),
+                               absl::FormatDuration(base.duration), channels)
+            << lg::TextHeader() << std::flush;
+
+  lg::LevelRunner runner(client_ptrs, inputs, call);
+  std::vector<lg::LevelSummary> summaries;
+  std::vector<lg::LevelRun> runs;
+  const double latency_limit = absl::GetFlag(FLAGS_latency_limit_ms);
+  for (const lg::LevelSpec& spec : levels) {
+    lg::LevelRun run;
+    {
+      lg::LevelSummary label_only;
+      label_only.mode = spec.mode;
+      label_only.concurrency = spec.concurrency;
+      label_only.target_rate = spec.rate;
+      lg::ProgressLine progress(runner, lg::LevelLabel(label_only), show_progress);
+      run = runner.Run(spec);
+    }
+    lg::LevelSummary summary = lg::Summarize(run, shape);
+    std::cout << lg::TextRow(summary) << std::flush;
+    summaries.push_back(summary);
+    if (absl::GetFlag(FLAGS_json_requests)) {
+      runs.push_back(std::move(run));
+    }
+    if (summary.completed == 0) {
+      std::cout << "stopping the sweep: no request of this level succeeded\n";
+      break;
+    }
+    if (latency_limit > 0 && summary.latency.p99_ms > latency_limit) {
+      std::cout << absl::StrFormat("stopping the sweep: p99 %.2f ms exceeds --latency_limit_ms=%g\n",
+                                   summary.latency.p99_ms, latency_limit);
+      break;
+    }
+  }
+
+  bool ok = true;
+  const std::string out_dir = absl::GetFlag(FLAGS_out_dir);
+  if (!out_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(out_dir, error);
+    if (error) {
+      std::cerr << "attn_loadgen: cannot create " << out_dir << ": " << error.message() << "\n";
+      return kExitFailure;
+    }
+  }
+  if (const std::string path = OutputPath(absl::GetFlag(FLAGS_csv), "loadgen.csv"); !path.empty()) {
+    ok &= WriteFile(path, lg::FormatCsv(summaries));
+  }
+  if (const std::string path = OutputPath(absl::GetFlag(FLAGS_json), "loadgen.json");
+      !path.empty()) {
+    ok &= WriteFile(path, lg::FormatJson(context, summaries,
+                                         absl::GetFlag(FLAGS_json_requests) ? &runs : nullptr));
+  }
+  if (const std::string path = OutputPath(absl::GetFlag(FLAGS_svg), "loadgen_latency.svg");
+      !path.empty()) {
+    const std::string subtitle = absl::StrFormat(
+        "%s, %s, %s per level after %s warm-up, %d connection(s); %s", context.address,
+        base.mode == lg::LoadMode::kClosedLoop ? "closed loop" : "open loop",
+        absl::FormatDuration(base.duration), absl::FormatDuration(base.warmup), channels,
+        context.started_at);
+    ok &= WriteFile(path, lg::RenderLatencyPlot(lg::Headline(context), subtitle, summaries,
+                                                4.0 * static_cast<double>(inputs->TensorBytes())));
+  }
+  int64_t completed = 0;
+  for (const lg::LevelSummary& s : summaries) completed += s.completed;
+  return ok && completed > 0 ? 0 : kExitFailure;
+}
