@@ -115,8 +115,12 @@ fi
 
 {
   echo "attnserve bundle"
-  echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(
-    git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
+  if commit="$(git -C "$root" rev-parse HEAD 2>/dev/null)"; then
+    git -C "$root" diff --quiet HEAD -- 2>/dev/null || commit+=" (with local changes)"
+  else
+    commit="unknown (no git metadata)"
+  fi
+  echo "commit: $commit"
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(sed -n 's/^PRETTY_NAME="\(.*\)"/\1/p' /etc/os-release)," \
        "glibc $(ldd --version | head -1 | awk '{print $NF}')"
   grep -hE '^(ATTN_CUDA_ARCHITECTURES|CMAKE_CUDA_COMPILER|CMAKE_BUILD_TYPE):' \
