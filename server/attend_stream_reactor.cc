@@ -19,14 +19,16 @@ constexpr absl::string_view kRpc = "AttendStream";
 
 }  // namespace
 
-AttendStreamReactor::AttendStreamReactor(Runtime* runtime, grpc::CallbackServerContext* context)
-    : runtime_(runtime), context_(context), arrival_(absl::Now()) {
+AttendStreamReactor::AttendStreamReactor(Runtime* runtime, CallGate* gate,
+                                         grpc::CallbackServerContext* context)
+    : runtime_(runtime), gate_(gate), context_(context), arrival_(absl::Now()) {
   StartRead(&request_);
 }
 
 AttendStreamReactor::~AttendStreamReactor() {
   ReleaseInputs();
   runtime_->stream_budget().Release(output_reserved_);
+  gate_->Leave();
 }
 
 void AttendStreamReactor::ReleaseInputs() {

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "attnserve/v1/attention.grpc.pb.h"
+#include "call_gate.h"
 #include "job.h"
 #include "runtime.h"
 #include "stats.h"
@@ -32,8 +33,9 @@ class AttendStreamReactor final
     : public grpc::ServerBidiReactor<attnserve::v1::AttendStreamRequest,
                                      attnserve::v1::AttendStreamResponse> {
  public:
-  // Starts reading the call's first message.
-  AttendStreamReactor(Runtime* runtime, grpc::CallbackServerContext* context);
+  // Starts reading the call's first message. `gate` has admitted this call;
+  // the reactor leaves it when done.
+  AttendStreamReactor(Runtime* runtime, CallGate* gate, grpc::CallbackServerContext* context);
   ~AttendStreamReactor() override;
 
   void OnReadDone(bool ok) override;
@@ -52,6 +54,7 @@ class AttendStreamReactor final
   void ReleaseInputs();
 
   Runtime* const runtime_;
+  CallGate* const gate_;
   grpc::CallbackServerContext* const context_;
   const absl::Time arrival_;
   absl::Time header_decoded_;

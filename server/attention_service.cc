@@ -20,12 +20,19 @@ grpc::Status Starting() {
                       "attn_server is starting; retry when health reports SERVING");
 }
 
+grpc::Status Draining() {
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      "attn_server is shutting down; retry on another server");
+}
+
 // One Attend call: decode, submit, and (on a worker) fill the response.
 class AttendReactor final : public grpc::ServerUnaryReactor {
  public:
-  AttendReactor(Runtime* runtime, grpc::CallbackServerContext* context,
+  // `gate` has admitted this call; the reactor leaves it when done.
+  AttendReactor(Runtime* runtime, CallGate* gate, grpc::CallbackServerContext* context,
                 const pb::AttendRequest* request, pb::AttendResponse* response)
       : runtime_(runtime),
+        gate_(gate),
         context_(context),
         request_(request),
         response_(response),
@@ -61,6 +68,7 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
     if (!submitted.ok()) Fail(submitted, ClassifySchedulerStatus(submitted), &job->spec);
   }
 
+  ~AttendReactor() override { gate_->Leave(); }
   void OnCancel() override { cancelled_.store(true, std::memory_order_release); }
   void OnDone() override { delete this; }
 
@@ -85,6 +93,7 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
   }
 
   Runtime* const runtime_;
+  CallGate* const gate_;
   grpc::CallbackServerContext* const context_;
   const pb::AttendRequest* const request_;
   pb::AttendResponse* const response_;
@@ -107,12 +116,12 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
                                                    const pb::AttendRequest* request,
                                                    pb::AttendResponse* response) {
   Runtime* rt = runtime();
-  if (rt == nullptr) {
+  if (rt == nullptr || !calls_.Enter()) {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(Starting());
+    reactor->Finish(rt == nullptr ? Starting() : Draining());
     return reactor;
   }
-  auto* reactor = new AttendReactor(rt, context, request, response);
+  auto* reactor = new AttendReactor(rt, &calls_, context, request, response);
   reactor->Start();
   return reactor;
 }
@@ -121,7 +130,8 @@ grpc::ServerBidiReactor<pb::AttendStreamRequest, pb::AttendStreamResponse>*
 AttentionService::AttendStream(grpc::CallbackServerContext* context) {
   Runtime* rt = runtime();
   if (rt == nullptr) return new RefusedStreamReactor(Starting());
-  return new AttendStreamReactor(rt, context);
+  if (!calls_.Enter()) return new RefusedStreamReactor(Draining());
+  return new AttendStreamReactor(rt, &calls_, context);
 }
 
 grpc::ServerUnaryReactor* AttentionService::ListKernels(grpc::CallbackServerContext* context,

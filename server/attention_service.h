@@ -7,13 +7,15 @@
 // call. No handler or reaction ever blocks.
 //
 // Until Attach() the service answers UNAVAILABLE ("starting"), so the server
-// can listen (health NOT_SERVING) while the backend is still being set up.
+// can listen (health NOT_SERVING) while the backend is still being set up;
+// once calls() is closed it answers UNAVAILABLE ("draining").
 #ifndef ATTN_SERVER_ATTENTION_SERVICE_H_
 #define ATTN_SERVER_ATTENTION_SERVICE_H_
 
 #include <atomic>
 
 #include "attnserve/v1/attention.grpc.pb.h"
+#include "call_gate.h"
 #include "runtime.h"
 
 namespace attn::server {
@@ -23,6 +25,9 @@ class AttentionService final : public attnserve::v1::Attention::CallbackService 
   // `runtime` must outlive every call; the server attaches it once, after
   // start-up, and destroys it only after gRPC has shut down.
   void Attach(Runtime* runtime) { runtime_.store(runtime, std::memory_order_release); }
+
+  // The Attend/AttendStream calls in progress; closed when the server drains.
+  CallGate& calls() { return calls_; }
 
   grpc::ServerUnaryReactor* Attend(grpc::CallbackServerContext* context,
                                    const attnserve::v1::AttendRequest* request,
@@ -44,6 +49,7 @@ class AttentionService final : public attnserve::v1::Attention::CallbackService 
   Runtime* runtime() const { return runtime_.load(std::memory_order_acquire); }
 
   std::atomic<Runtime*> runtime_{nullptr};
+  CallGate calls_;
 };
 
 }  // namespace attn::server

@@ -27,7 +27,11 @@ std::string RandomPrefix() {
   return absl::StrFormat("%08x", device());
 }
 
-std::string MiB(int64_t bytes) { return absl::StrFormat("%.0f MiB", bytes / 1048576.0); }
+std::string HumanBytes(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 30)) return absl::StrFormat("%.1f GiB", bytes / 1073741824.0);
+  if (bytes >= (int64_t{1} << 20)) return absl::StrFormat("%.1f MiB", bytes / 1048576.0);
+  return absl::StrFormat("%.1f KiB", bytes / 1024.0);
+}
 
 }  // namespace
 
@@ -59,7 +63,7 @@ std::string Runtime::Describe() const {
       "(%s per tensor) max_message_bytes=%d queue_capacity=%d max_stream_buffer_bytes=%d",
       backend_name(), choice_reason_, absl::StrJoin(workers, ", "),
       catalog_.default_kernel().name, options_.limits.max_tokens_per_request,
-      MiB(options_.limits.MaxTensorBytes()), options_.limits.max_message_bytes,
+      HumanBytes(options_.limits.MaxTensorBytes()), options_.limits.max_message_bytes,
       options_.limits.queue_capacity, stream_budget_.limit());
 }
 

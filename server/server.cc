@@ -112,10 +112,20 @@ void AttentionServer::Shutdown() {
          absl::FormatDuration(options_.drain_delay));
     absl::SleepFor(options_.drain_delay);
   }
-  LOGF(kInfo, "draining: refusing new calls; calls in flight have %s (--drain_timeout_s)",
-       absl::FormatDuration(options_.drain_timeout));
-  grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.drain_timeout));
-  LOGF(kInfo, "drained: every call finished");
+  // Refuse new calls (UNAVAILABLE) and let the ones in progress finish.
+  // Server::Shutdown(deadline) alone would also wait out the deadline for
+  // idle client connections to close, so the server drains its own calls
+  // first and then shuts gRPC down at once (cancelling whatever is left).
+  service_->calls().Close();
+  LOGF(kInfo, "draining: refusing new calls; %d in flight, given %s (--drain_timeout_s)",
+       service_->calls().active(), absl::FormatDuration(options_.drain_timeout));
+  if (service_->calls().WaitIdle(options_.drain_timeout)) {
+    LOGF(kInfo, "drained: every call finished");
+  } else {
+    LOGF(kWarning, "drain timeout: cancelling %d calls still in flight (their running "
+         "kernels finish first)", service_->calls().active());
+  }
+  grpc_server_->Shutdown(absl::ToChronoTime(absl::Now()));
   // No call is left to submit work; let the workers finish and join them.
   if (runtime_ != nullptr) runtime_->Stop();
   runtime_.reset();

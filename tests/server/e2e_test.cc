@@ -1,0 +1,679 @@
+// End-to-end tests of attn_server on one backend: the built binary runs on a
+// loopback port (ServerProcess) and is called through the generated stub.
+// Compiled twice: ATTN_E2E_BACKEND "cpu" (label cpu, runs in CI) and "cuda"
+// (label gpu; skips with a message when no CUDA device is visible).
+#include <cmath>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "attn/attention.h"
+#include "attn/device.h"
+#include "e2e_util.h"
+#include "grpcpp/client_context.h"
+#include "gtest/gtest.h"
+#include "server_process.h"
+#include "test_util.h"
+
+#ifndef ATTN_E2E_BACKEND
+#error "ATTN_E2E_BACKEND must be \"cpu\" or \"cuda\""
+#endif
+
+namespace attn::testing {
+namespace {
+
+namespace pb = ::attnserve::v1;
+
+constexpr std::string_view kBackend = ATTN_E2E_BACKEND;
+constexpr bool kCuda = kBackend == "cuda";
+
+// Relative L2 error allowed against float64; plumbing mistakes (swapped
+// tensors, wrong offsets, stale data) give errors of order 1.
+double Tolerance(DType dtype) { return dtype == DType::kBFloat16 ? 1e-2 : 5e-3; }
+
+double DefaultScale(const Shape& shape) { return 1.0 / std::sqrt(static_cast<double>(shape.head_dim)); }
+
+std::vector<std::string> BackendFlags() {
+  if (kCuda) return {"--backend=cuda", "--streams_per_device=2", "--stream_chunk_bytes=65536"};
+  return {"--backend=cpu", "--cpu_threads=2", "--max_tokens_per_request=4194304",
+          "--stream_chunk_bytes=65536"};
+}
+
+template <typename... Extra>
+std::vector<std::string> FlagsWith(Extra... extra) {
+  std::vector<std::string> flags = BackendFlags();
+  (flags.push_back(extra), ...);
+  return flags;
+}
+
+std::string SkipReason() {
+  if (kCuda && ListCudaDevices().empty()) {
+    return "no CUDA device visible: the cuda backend's end-to-end tests need one";
+  }
+  return "";
+}
+
+// A unary call with a deadline.
+grpc::Status Call(Stub& stub, const pb::AttendRequest& request, pb::AttendResponse* response,
+                  absl::Duration timeout = absl::Seconds(120)) {
+  auto context = ContextWithDeadline(timeout);
+  return stub.Attend(context.get(), request, response);
+}
+
+pb::ServerStats GetStats(Stub& stub) {
+  pb::ServerStats stats;
+  auto context = ContextWithDeadline(absl::Seconds(10));
+  EXPECT_TRUE(stub.GetStats(context.get(), pb::GetStatsRequest(), &stats).ok());
+  return stats;
+}
+
+// A unary call running in the background.
+struct AsyncAttend {
+  grpc::ClientContext context;
+  pb::AttendRequest request;
+  pb::AttendResponse response;
+  grpc::Status status;
+  absl::Notification done;
+
+  void Start(Stub& stub, absl::Duration timeout) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    stub.async()->Attend(&context, &request, &response, [this](grpc::Status s) {
+      status = std::move(s);
+      done.Notify();
+    });
+  }
+  bool Wait(absl::Duration timeout = absl::Seconds(120)) {
+    return done.WaitForNotificationWithTimeout(timeout);
+  }
+};
+
+// Polls GetStats until `predicate` holds (true) or 30 s pass (false).
+template <typename Predicate>
+bool WaitForStats(Stub& stub, Predicate predicate) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    if (predicate(GetStats(stub))) return true;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return false;
+}
+
+class E2eTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    skip_ = new std::string(SkipReason());
+    if (!skip_->empty()) return;
+    auto server = ServerProcess::Start(BackendFlags());
+    if (!server.ok()) {
+      start_error_ = new std::string(server.status().ToString());
+      return;
+    }
+    server_ = server->release();
+    stub_ = pb::Attention::NewStub(server_->NewChannel()).release();
+    auto context = ContextWithDeadline(absl::Seconds(10));
+    kernels_ = new pb::ListKernelsResponse();
+    if (!stub_->ListKernels(context.get(), pb::ListKernelsRequest(), kernels_).ok()) return;
+    for (const pb::KernelDescriptor& kernel : kernels_->kernels()) {
+      if (kernel.is_default()) default_kernel_ = new std::string(kernel.name());
+      seq_unit_ = std::max<int64_t>(seq_unit_, kernel.seq_multiple());
+    }
+    if (kCuda) seq_unit_ = std::max<int64_t>(seq_unit_, 64);
+  }
+
+  static void TearDownTestSuite() {
+    delete stub_;
+    stub_ = nullptr;
+    if (server_ != nullptr) {
+      auto exit = server_->Stop();
+      EXPECT_TRUE(exit.ok() && exit->Clean())
+          << "server exit: " << (exit.ok() ? exit->ToString() : exit.status().ToString());
+      delete server_;
+      server_ = nullptr;
+    }
+  }
+
+  void SetUp() override {
+    if (!skip_->empty()) GTEST_SKIP() << *skip_;
+    ASSERT_NE(server_, nullptr) << (start_error_ ? *start_error_ : "no server");
+    ASSERT_NE(default_kernel_, nullptr) << "ListKernels marked no default kernel";
+  }
+
+  // A shape every kernel of the backend accepts.
+  static Shape SmallShape(int64_t batch = 1, int64_t seq_units = 1, int64_t heads = 2) {
+    if (kCuda) return {batch, seq_units * seq_unit_, heads, 128};
+    return {batch, 16 * seq_units, heads, 64};
+  }
+
+  // A valid small request, and a check that the server still answers it.
+  static pb::AttendRequest GoodRequest(const std::string& id) {
+    return MakeRequest(MakeRandomInputs(SmallShape(), DType::kBFloat16, FreshSeed()), id);
+  }
+  static void ExpectServerStillServes(const std::string& after) {
+    pb::AttendResponse response;
+    grpc::Status status = Call(*stub_, GoodRequest("good-after-" + after), &response);
+    EXPECT_TRUE(status.ok()) << "a good request after '" << after
+                             << "' failed: " << status.error_message();
+  }
+
+  static std::string* skip_;
+  static std::string* start_error_;
+  static ServerProcess* server_;
+  static Stub* stub_;
+  static pb::ListKernelsResponse* kernels_;
+  static std::string* default_kernel_;
+  static int64_t seq_unit_;
+};
+
+std::string* E2eTest::skip_ = nullptr;
+std::string* E2eTest::start_error_ = nullptr;
+ServerProcess* E2eTest::server_ = nullptr;
+Stub* E2eTest::stub_ = nullptr;
+pb::ListKernelsResponse* E2eTest::kernels_ = nullptr;
+std::string* E2eTest::default_kernel_ = nullptr;
+int64_t E2eTest::seq_unit_ = 1;
+
+TEST_F(E2eTest, AttendMatchesFloat64Reference) {
+  std::vector<Shape> shapes;
+  if (kCuda) {
+    shapes = {SmallShape(2, 2, 4), SmallShape(1, 4, 1), SmallShape(3, 1, 3)};
+  } else {
+    shapes = {{2, 37, 3, 64}, {1, 128, 2, 128}, {1, 1, 1, 8}, {2, 5, 1, 512}};
+  }
+  for (const Shape& shape : shapes) {
+    for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+      const HostInputs in = MakeRandomInputs(shape, dtype, FreshSeed());
+      SCOPED_TRACE(Describe(in));
+      const std::string id = absl::StrCat("correct-", DTypeName(dtype), "-", shape.seq_len);
+      pb::AttendResponse response;
+      grpc::Status status = Call(*stub_, MakeRequest(in, id), &response);
+      ASSERT_TRUE(status.ok()) << status.error_message();
+      EXPECT_TRUE(OutputMatchesReference(in, DefaultScale(shape), response.out(),
+                                         Tolerance(dtype)));
+      EXPECT_TRUE(TimingConsistent(response.timing()));
+      EXPECT_EQ(response.request_id(), id);
+      EXPECT_EQ(response.kernel(), *default_kernel_);
+      EXPECT_EQ(response.backend(), kBackend);
+      EXPECT_FALSE(response.device().empty());
+      EXPECT_GT(response.kernel_tflops(), 0.0);
+      EXPECT_EQ(response.shape().seq_len(), shape.seq_len);
+      EXPECT_EQ(response.dtype(), dtype == DType::kBFloat16 ? pb::DTYPE_BFLOAT16
+                                                            : pb::DTYPE_FLOAT16);
+      EXPECT_EQ(response.timing().receive_ns(), 0) << "unary calls have no upload phase";
+      if (kCuda) {
+        EXPECT_GT(response.timing().h2d_ns(), 0);
+        EXPECT_GT(response.timing().d2h_ns(), 0);
+      } else {
+        EXPECT_EQ(response.timing().h2d_ns(), 0);
+        EXPECT_EQ(response.timing().d2h_ns(), 0);
+      }
+    }
+  }
+}
+
+TEST_F(E2eTest, ExplicitSoftmaxScaleAndServerMadeRequestId) {
+  const HostInputs in = MakeRandomInputs(SmallShape(1, 2, 2), DType::kFloat16, FreshSeed());
+  pb::AttendResponse response;
+  grpc::Status status = Call(*stub_, MakeRequest(in, "", "", 0.05f), &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(OutputMatchesReference(in, 0.05f, response.out(), Tolerance(in.dtype)));
+  EXPECT_FALSE(response.request_id().empty()) << "the server names requests that have no id";
+}
+
+TEST_F(E2eTest, EveryListedKernelRunsByName) {
+  for (const pb::KernelDescriptor& kernel : kernels_->kernels()) {
+    SCOPED_TRACE(kernel.name());
+    const int64_t multiple = std::max(1, kernel.seq_multiple());
+    const Shape shape{2, 2 * multiple, 2, kernel.head_dim() > 0 ? kernel.head_dim() : 64};
+    const HostInputs in = MakeRandomInputs(shape, DType::kBFloat16, FreshSeed());
+    pb::AttendResponse response;
+    grpc::Status status = Call(*stub_, MakeRequest(in, "by-name", kernel.name()), &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.kernel(), kernel.name());
+    EXPECT_TRUE(OutputMatchesReference(in, DefaultScale(shape), response.out(),
+                                       Tolerance(in.dtype)));
+  }
+}
+
+TEST_F(E2eTest, StreamGivesTheSameOutputAsUnary) {
+  const Shape shape = kCuda ? SmallShape(2, 2, 2) : Shape{2, 80, 4, 64};
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    const HostInputs in = MakeRandomInputs(shape, dtype, FreshSeed());
+    SCOPED_TRACE(Describe(in));
+    const pb::AttendRequest request = MakeRequest(in, "stream-vs-unary");
+    pb::AttendResponse unary;
+    grpc::Status status = Call(*stub_, request, &unary);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    // Odd chunk sizes: chunks straddle elements and rows.
+    for (int64_t chunk_bytes : {int64_t{3001}, int64_t{1} << 20}) {
+      SCOPED_TRACE(absl::StrCat("chunk_bytes=", chunk_bytes));
+      StreamResult streamed = AttendViaStream(*stub_, request, chunk_bytes);
+      ASSERT_TRUE(streamed.status.ok()) << streamed.status.error_message();
+      EXPECT_EQ(streamed.error, "");
+      EXPECT_TRUE(streamed.out == unary.out()) << "stream and unary outputs differ";
+      EXPECT_GE(streamed.chunks, 2) << "output larger than --stream_chunk_bytes comes in chunks";
+      EXPECT_EQ(streamed.header.request_id(), "stream-vs-unary");
+      EXPECT_EQ(streamed.header.kernel(), unary.kernel());
+      EXPECT_EQ(streamed.header.backend(), unary.backend());
+      EXPECT_EQ(streamed.header.shape().SerializeAsString(), unary.shape().SerializeAsString());
+      EXPECT_TRUE(streamed.header.out().empty());
+      EXPECT_TRUE(TimingConsistent(streamed.header.timing()));
+      EXPECT_TRUE(OutputMatchesReference(in, DefaultScale(shape), streamed.out,
+                                         Tolerance(dtype)));
+    }
+  }
+}
+
+struct BadCase {
+  std::string name;
+  std::function<void(pb::AttendRequest&)> mutate;
+  grpc::StatusCode code;
+  std::string message_part;
+};
+
+TEST_F(E2eTest, EveryBadRequestGetsItsStatusAndTheServerKeepsServing) {
+  const Shape good = SmallShape();
+  const int64_t bytes = good.NumElements() * 2;
+  const std::string shape_text = good.ToString();
+  std::vector<BadCase> cases = {
+      {"unspecified dtype", [](pb::AttendRequest& r) { r.set_dtype(pb::DTYPE_UNSPECIFIED); },
+       grpc::StatusCode::INVALID_ARGUMENT, "dtype is DTYPE_UNSPECIFIED"},
+      {"unknown dtype", [](pb::AttendRequest& r) { r.set_dtype(static_cast<pb::DType>(9)); },
+       grpc::StatusCode::INVALID_ARGUMENT, "dtype is 9"},
+      {"missing shape", [](pb::AttendRequest& r) { r.clear_shape(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "shape is missing"},
+      {"zero batch", [](pb::AttendRequest& r) { r.mutable_shape()->set_batch(0); },
+       grpc::StatusCode::INVALID_ARGUMENT, "shape.batch is 0"},
+      {"zero seq_len", [](pb::AttendRequest& r) { r.mutable_shape()->set_seq_len(0); },
+       grpc::StatusCode::INVALID_ARGUMENT, "shape.seq_len is 0"},
+      {"negative heads", [](pb::AttendRequest& r) { r.mutable_shape()->set_num_heads(-2); },
+       grpc::StatusCode::INVALID_ARGUMENT, "shape.num_heads is -2"},
+      {"huge head_dim", [](pb::AttendRequest& r) { r.mutable_shape()->set_head_dim(int64_t{1} << 40); },
+       grpc::StatusCode::INVALID_ARGUMENT, "shape.head_dim is 1099511627776; it must be between 1"},
+      {"huge seq_len", [](pb::AttendRequest& r) { r.mutable_shape()->set_seq_len(int64_t{1} << 30); },
+       grpc::StatusCode::RESOURCE_EXHAUSTED, "(--max_tokens_per_request)"},
+      {"unsupported head_dim",
+       [](pb::AttendRequest& r) { r.mutable_shape()->set_head_dim(kCuda ? 64 : 1024); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       kCuda ? "shape.head_dim is 64; kernel '" : "shape.head_dim is 1024; kernel 'cpu_reference'"},
+      {"short q", [](pb::AttendRequest& r) { r.mutable_q()->resize(r.q().size() - 2); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       absl::StrCat("q has ", bytes - 2, " bytes; shape ", shape_text, " in bf16 needs ", bytes)},
+      {"long k", [](pb::AttendRequest& r) { r.mutable_k()->append("xx"); },
+       grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat("k has ", bytes + 2, " bytes")},
+      {"missing v", [](pb::AttendRequest& r) { r.clear_v(); }, grpc::StatusCode::INVALID_ARGUMENT,
+       absl::StrCat("v is empty; shape ", shape_text, " in bf16 needs ", bytes, " bytes")},
+      {"missing tensors",
+       [](pb::AttendRequest& r) {
+         r.clear_q();
+         r.clear_k();
+         r.clear_v();
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "q is empty"},
+      {"shape/bytes mismatch", [](pb::AttendRequest& r) { r.mutable_shape()->set_batch(2); },
+       grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat("q has ", bytes, " bytes")},
+      {"unknown kernel", [](pb::AttendRequest& r) { r.set_kernel("k99_imaginary"); },
+       grpc::StatusCode::NOT_FOUND, "kernel 'k99_imaginary' is unknown"},
+      {"zero softmax_scale", [](pb::AttendRequest& r) { r.set_softmax_scale(0.0f); },
+       grpc::StatusCode::INVALID_ARGUMENT, "softmax_scale is 0; it must be finite and > 0"},
+      {"negative softmax_scale", [](pb::AttendRequest& r) { r.set_softmax_scale(-1.0f); },
+       grpc::StatusCode::INVALID_ARGUMENT, "softmax_scale is -1"},
+      {"NaN softmax_scale", [](pb::AttendRequest& r) { r.set_softmax_scale(std::nanf("")); },
+       grpc::StatusCode::INVALID_ARGUMENT, "softmax_scale is nan"},
+      {"infinite softmax_scale",
+       [](pb::AttendRequest& r) { r.set_softmax_scale(INFINITY); },
+       grpc::StatusCode::INVALID_ARGUMENT, "softmax_scale is inf"},
+      {"long request_id", [](pb::AttendRequest& r) { r.set_request_id(std::string(300, 'x')); },
+       grpc::StatusCode::INVALID_ARGUMENT, "request_id has 300 bytes; the limit is 128"},
+  };
+  if (kCuda) {
+    cases.push_back({"seq_len off the block size",
+                     [](pb::AttendRequest& r) { r.mutable_shape()->set_seq_len(seq_unit_ + 1); },
+                     grpc::StatusCode::INVALID_ARGUMENT,
+                     absl::StrCat("shape.seq_len is ", seq_unit_ + 1, "; kernel '")});
+    cases.push_back({"CPU kernel on the cuda backend",
+                     [](pb::AttendRequest& r) { r.set_kernel("cpu_reference"); },
+                     grpc::StatusCode::FAILED_PRECONDITION, "this server runs the cuda backend"});
+  } else if (BuiltWithCuda()) {
+    cases.push_back({"GPU kernel on the cpu backend",
+                     [](pb::AttendRequest& r) { r.set_kernel("k01_base"); },
+                     grpc::StatusCode::FAILED_PRECONDITION, "this server runs the cpu backend"});
+  }
+  for (const BadCase& bad : cases) {
+    SCOPED_TRACE(bad.name);
+    pb::AttendRequest request = GoodRequest("bad-" + bad.name);
+    bad.mutate(request);
+    pb::AttendResponse response;
+    grpc::Status status = Call(*stub_, request, &response, absl::Seconds(30));
+    EXPECT_EQ(status.error_code(), bad.code) << status.error_message();
+    EXPECT_NE(status.error_message().find(bad.message_part), std::string::npos)
+        << "message: " << status.error_message() << "\nexpected to contain: "
+        << bad.message_part;
+    ExpectServerStillServes(bad.name);
+  }
+}
+
+TEST_F(E2eTest, EveryBadStreamGetsItsStatusAndTheServerKeepsServing) {
+  const pb::AttendRequest request = GoodRequest("bad-stream");
+  const std::string& q = request.q();
+  const int64_t bytes = static_cast<int64_t>(q.size());
+  const std::string half = q.substr(0, bytes / 2);
+  auto all = [&](std::vector<pb::AttendStreamRequest> prefix) {
+    prefix.push_back(Chunk(pb::TENSOR_Q, 0, request.q()));
+    prefix.push_back(Chunk(pb::TENSOR_K, 0, request.k()));
+    prefix.push_back(Chunk(pb::TENSOR_V, 0, request.v()));
+    return prefix;
+  };
+  pb::AttendStreamRequest header_with_q = HeaderOf(request);
+  header_with_q.mutable_header()->set_q(q);
+  pb::AttendStreamRequest bad_header = HeaderOf(request);
+  bad_header.mutable_header()->set_dtype(pb::DTYPE_UNSPECIFIED);
+
+  struct StreamCase {
+    std::string name;
+    std::vector<pb::AttendStreamRequest> messages;
+    grpc::StatusCode code;
+    std::string message_part;
+  };
+  const std::vector<StreamCase> cases = {
+      {"no messages", {}, grpc::StatusCode::INVALID_ARGUMENT, "ended before its header"},
+      {"chunk first", {Chunk(pb::TENSOR_Q, 0, half)}, grpc::StatusCode::INVALID_ARGUMENT,
+       "first AttendStream message must be a header"},
+      {"bad header", {bad_header}, grpc::StatusCode::INVALID_ARGUMENT, "dtype is DTYPE_UNSPECIFIED"},
+      {"tensor inside the header", {header_with_q}, grpc::StatusCode::INVALID_ARGUMENT,
+       absl::StrCat("header.q has ", bytes, " bytes")},
+      {"second header", all({HeaderOf(request), HeaderOf(request)}),
+       grpc::StatusCode::INVALID_ARGUMENT, "second header"},
+      {"out-of-order chunk",
+       {HeaderOf(request), Chunk(pb::TENSOR_K, bytes / 2, half)},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       absl::StrCat("chunk.offset is ", bytes / 2, " for k; expected 0")},
+      {"repeated chunk",
+       {HeaderOf(request), Chunk(pb::TENSOR_Q, 0, half), Chunk(pb::TENSOR_Q, 0, half)},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       absl::StrCat("chunk.offset is 0 for q; expected ", half.size())},
+      {"chunk past the end",
+       {HeaderOf(request), Chunk(pb::TENSOR_V, 0, q + "xx")}, grpc::StatusCode::INVALID_ARGUMENT,
+       absl::StrCat("chunk of v at offset 0 has ", bytes + 2, " bytes, past the end of v")},
+      {"output chunk in a request", {HeaderOf(request), Chunk(pb::TENSOR_OUT, 0, half)},
+       grpc::StatusCode::INVALID_ARGUMENT, "chunk.tensor is TENSOR_OUT"},
+      {"unnamed chunk", {HeaderOf(request), Chunk(pb::TENSOR_UNSPECIFIED, 0, half)},
+       grpc::StatusCode::INVALID_ARGUMENT, "chunk.tensor is TENSOR_UNSPECIFIED"},
+      {"missing v",
+       {HeaderOf(request), Chunk(pb::TENSOR_Q, 0, request.q()), Chunk(pb::TENSOR_K, 0, request.k())},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       absl::StrCat("AttendStream ended with 0 of the ", bytes, " bytes of v")},
+      {"truncated q",
+       {HeaderOf(request), Chunk(pb::TENSOR_Q, 0, half), Chunk(pb::TENSOR_K, 0, request.k()),
+        Chunk(pb::TENSOR_V, 0, request.v())},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       absl::StrCat("ended with ", half.size(), " of the ", bytes, " bytes of q")},
+  };
+  for (const StreamCase& bad : cases) {
+    SCOPED_TRACE(bad.name);
+    grpc::Status status = SendRawStream(*stub_, bad.messages);
+    EXPECT_EQ(status.error_code(), bad.code) << status.error_message();
+    EXPECT_NE(status.error_message().find(bad.message_part), std::string::npos)
+        << "message: " << status.error_message() << "\nexpected to contain: "
+        << bad.message_part;
+    StreamResult good = AttendViaStream(*stub_, request, 1000);
+    EXPECT_TRUE(good.status.ok()) << "a good stream after '" << bad.name
+                                  << "' failed: " << good.status.error_message();
+  }
+  // The well-formed sequence itself succeeds.
+  EXPECT_TRUE(SendRawStream(*stub_, all({HeaderOf(request)})).ok());
+}
+
+TEST_F(E2eTest, ListKernelsAndServerInfoDescribeTheBackend) {
+  ASSERT_GT(kernels_->kernels_size(), 0);
+  int defaults = 0;
+  for (const pb::KernelDescriptor& kernel : kernels_->kernels()) {
+    EXPECT_EQ(kernel.backend(), kBackend) << kernel.name();
+    EXPECT_GE(kernel.seq_multiple(), 1) << kernel.name();
+    EXPECT_FALSE(kernel.description().empty()) << kernel.name();
+    defaults += kernel.is_default() ? 1 : 0;
+  }
+  EXPECT_EQ(defaults, 1);
+  if (!kCuda) {
+    ASSERT_EQ(kernels_->kernels_size(), 1);
+    EXPECT_EQ(kernels_->kernels(0).name(), kCpuKernelName);
+    EXPECT_EQ(kernels_->kernels(0).max_head_dim(), kMaxCpuHeadDim);
+  }
+
+  pb::ServerInfo info;
+  auto context = ContextWithDeadline(absl::Seconds(10));
+  ASSERT_TRUE(stub_->GetServerInfo(context.get(), pb::GetServerInfoRequest(), &info).ok());
+  EXPECT_EQ(info.backend(), kBackend);
+  EXPECT_FALSE(info.version().empty());
+  EXPECT_NE(info.build().find("gRPC"), std::string::npos) << info.build();
+  EXPECT_EQ(info.default_kernel(), *default_kernel_);
+  EXPECT_EQ(info.dtypes_size(), 2);
+  EXPECT_EQ(info.devices_size() > 0, kCuda);
+  EXPECT_GT(info.limits().max_message_bytes(), 0);
+  EXPECT_EQ(info.limits().max_request_bytes(), 3 * 2 * info.limits().max_tokens_per_request());
+  EXPECT_EQ(info.limits().queue_capacity(), 64);
+  EXPECT_EQ(info.limits().stream_chunk_bytes(), 65536);
+  EXPECT_GE(info.limits().workers(), 1);
+  if (!kCuda) {
+    EXPECT_EQ(info.limits().max_tokens_per_request(), 4194304);
+  }
+}
+
+TEST_F(E2eTest, StatsCountRequestsAndTime) {
+  const pb::ServerStats before = GetStats(*stub_);
+  pb::AttendResponse response;
+  const pb::AttendRequest good = GoodRequest("stats-good");
+  ASSERT_TRUE(Call(*stub_, good, &response).ok());
+  pb::AttendRequest bad = good;
+  bad.clear_v();
+  EXPECT_FALSE(Call(*stub_, bad, &response).ok());
+  const pb::ServerStats after = GetStats(*stub_);
+  EXPECT_EQ(after.requests_ok() - before.requests_ok(), 1);
+  EXPECT_EQ(after.requests_failed() - before.requests_failed(), 1);
+  EXPECT_EQ(after.bytes_in() - before.bytes_in(), 3 * static_cast<int64_t>(good.q().size()));
+  EXPECT_EQ(after.bytes_out() - before.bytes_out(), static_cast<int64_t>(good.q().size()));
+  EXPECT_GT(after.cumulative().kernel_ns(), before.cumulative().kernel_ns());
+  EXPECT_GT(after.cumulative().total_ns(), before.cumulative().total_ns());
+  EXPECT_GT(after.uptime_ns(), before.uptime_ns());
+  EXPECT_EQ(after.in_flight(), 0);
+  EXPECT_EQ(after.queued(), 0);
+}
+
+// The reference request: B=4, S=4096, H=16, D=128 in bf16 on the
+// GPU (checked on a sample of rows against float64, every element checked
+// for NaN poison), and a small stand-in on the CPU backend.
+TEST_F(E2eTest, LargeRequestUnaryAndStream) {
+  const Shape shape = kCuda ? Shape{4, 4096, 16, 128} : Shape{1, 256, 2, 128};
+  const HostInputs in = MakeRandomInputs(shape, DType::kBFloat16, FreshSeed());
+  SCOPED_TRACE(Describe(in));
+  const pb::AttendRequest request = MakeRequest(in, "large");
+  pb::AttendResponse unary;
+  grpc::Status status = Call(*stub_, request, &unary, absl::Seconds(300));
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(OutputMatchesReference(in, DefaultScale(shape), unary.out(),
+                                     Tolerance(in.dtype), kCuda ? 64 : 0));
+  EXPECT_TRUE(TimingConsistent(unary.timing()));
+  const pb::Timing& t = unary.timing();
+  std::printf(
+      "%s %s on %s, kernel %s: decode %.3f ms, queue %.3f ms, h2d %.3f ms, kernel %.3f ms, "
+      "d2h %.3f ms, total %.3f ms; %.3f TFLOP/s\n",
+      shape.ToString().c_str(), "bf16", unary.device().c_str(), unary.kernel().c_str(),
+      t.decode_ns() / 1e6, t.queue_ns() / 1e6, t.h2d_ns() / 1e6, t.kernel_ns() / 1e6,
+      t.d2h_ns() / 1e6, t.total_ns() / 1e6, unary.kernel_tflops());
+
+  StreamResult streamed = AttendViaStream(*stub_, request, int64_t{1} << 20, absl::Seconds(300));
+  ASSERT_TRUE(streamed.status.ok()) << streamed.status.error_message();
+  EXPECT_EQ(streamed.error, "");
+  EXPECT_TRUE(streamed.out == unary.out()) << "stream and unary outputs differ";
+}
+
+// Limits small enough to reach: a 1 MiB message cap, 64 Ki-element tensors,
+// and room for one such AttendStream call.
+TEST_F(E2eTest, MessageTokenAndStreamBufferLimits) {
+  const int64_t tokens = 65536;
+  auto server = ServerProcess::Start(FlagsWith(
+      "--max_message_bytes=1048576", absl::StrCat("--max_tokens_per_request=", tokens),
+      absl::StrCat("--max_stream_buffer_bytes=", 4 * 2 * tokens)));
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = pb::Attention::NewStub((*server)->NewChannel());
+
+  // Oversized payload: the message is over --max_message_bytes.
+  pb::AttendRequest oversized = GoodRequest("oversized");
+  oversized.mutable_q()->resize(3 << 19);
+  pb::AttendResponse response;
+  grpc::Status status = Call(*stub, oversized, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+
+  // A shape over --max_tokens_per_request, unary and streamed.
+  pb::AttendRequest too_many = GoodRequest("too-many-tokens");
+  too_many.mutable_shape()->set_batch(tokens);  // tokens x (S*H*D) elements
+  status = Call(*stub, too_many, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(status.error_message().find(absl::StrCat("this server's limit is ", tokens,
+                                                     " (--max_tokens_per_request)")),
+            std::string::npos)
+      << status.error_message();
+  status = SendRawStream(*stub, {HeaderOf(too_many)});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+
+  // One stream of the largest size holds the whole buffer budget, so a
+  // second stream is refused until the first one ends.
+  const Shape largest = kCuda ? Shape{1, tokens / 256, 2, 128} : Shape{1, tokens / 128, 2, 64};
+  const HostInputs in = MakeRandomInputs(largest, DType::kBFloat16, FreshSeed());
+  const pb::AttendRequest big = MakeRequest(in, "budget-holder");
+  auto holder_context = ContextWithDeadline(absl::Seconds(120));
+  auto holder = stub->AttendStream(holder_context.get());
+  ASSERT_TRUE(holder->Write(HeaderOf(big)));
+  bool refused = false;
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (!refused && absl::Now() < give_up) {  // until the holder's header got there
+    status = SendRawStream(*stub, {HeaderOf(GoodRequest("second-stream"))});
+    refused = status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+    if (!refused) absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(refused) << "second stream never refused; last status: " << status.error_message();
+  EXPECT_NE(status.error_message().find("--max_stream_buffer_bytes"), std::string::npos)
+      << status.error_message();
+  // The holder completes normally, and then streams are admitted again.
+  ASSERT_TRUE(holder->Write(Chunk(pb::TENSOR_Q, 0, big.q())));
+  ASSERT_TRUE(holder->Write(Chunk(pb::TENSOR_K, 0, big.k())));
+  ASSERT_TRUE(holder->Write(Chunk(pb::TENSOR_V, 0, big.v())));
+  ASSERT_TRUE(holder->WritesDone());
+  pb::AttendStreamResponse part;
+  std::string out;
+  while (holder->Read(&part)) {
+    if (part.has_chunk()) out.append(part.chunk().data());
+  }
+  status = holder->Finish();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(OutputMatchesReference(in, DefaultScale(largest), out, Tolerance(in.dtype)));
+  StreamResult after = AttendViaStream(*stub, GoodRequest("after-budget"), 4096);
+  EXPECT_TRUE(after.status.ok()) << after.status.error_message();
+  EXPECT_TRUE(Call(*stub, GoodRequest("after-limits"), &response).ok());
+
+  auto exit = (*server)->Stop();
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_TRUE(exit->Clean()) << exit->ToString();
+}
+
+// Admission control and deadlines need a request that holds the only worker
+// for a while: a CPU request of 34 GFLOP on one thread (seconds; the checks
+// below wait on the server's state, and only the deadline test assumes the
+// slow request outlasts a 300 ms deadline).
+class QueueTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (kCuda) {
+      GTEST_SKIP() << "needs a request slow enough to hold the only worker for seconds; a "
+                      "GPU finishes any allowed request in milliseconds (the scheduler's "
+                      "unit tests cover the same rules with a fake executor)";
+    }
+    auto server = ServerProcess::Start(
+        {"--backend=cpu", "--cpu_workers=1", "--cpu_threads=1", "--queue_capacity=1"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    stub_ = pb::Attention::NewStub(server_->NewChannel());
+  }
+
+  // Starts the slow request and waits until it runs (in flight, not queued).
+  void StartSlow(AsyncAttend& slow) {
+    slow.request = MakeRequest(MakeRandomInputs({1, 4096, 8, 64}, DType::kBFloat16, 1), "slow");
+    slow.Start(*stub_, absl::Seconds(300));
+    ASSERT_TRUE(WaitForStats(*stub_, [](const pb::ServerStats& s) {
+      return s.in_flight() == 1 && s.queued() == 0;
+    }));
+  }
+
+  static pb::AttendRequest GoodRequest(const std::string& id) {
+    return MakeRequest(MakeRandomInputs({1, 16, 2, 64}, DType::kBFloat16, FreshSeed()), id);
+  }
+
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<Stub> stub_;
+};
+
+TEST_F(QueueTest, FullQueueIsRefusedAtOnce) {
+  AsyncAttend slow, queued;
+  StartSlow(slow);
+  queued.request = GoodRequest("queued");
+  queued.Start(*stub_, absl::Seconds(300));
+  ASSERT_TRUE(WaitForStats(*stub_, [](const pb::ServerStats& s) { return s.queued() == 1; }));
+
+  pb::AttendResponse response;
+  const absl::Time before = absl::Now();
+  grpc::Status status = Call(*stub_, GoodRequest("refused"), &response);
+  const absl::Duration took = absl::Now() - before;
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_NE(status.error_message().find("--queue_capacity=1"), std::string::npos)
+      << status.error_message();
+  EXPECT_LT(took, absl::Seconds(5)) << "refusal must not wait for the queue";
+  EXPECT_FALSE(slow.done.HasBeenNotified()) << "inconclusive: the slow request already ended";
+
+  ASSERT_TRUE(slow.Wait());
+  ASSERT_TRUE(queued.Wait());
+  EXPECT_TRUE(slow.status.ok()) << slow.status.error_message();
+  EXPECT_TRUE(queued.status.ok()) << queued.status.error_message();
+  const pb::ServerStats stats = GetStats(*stub_);
+  EXPECT_EQ(stats.rejected_queue_full(), 1);
+  EXPECT_EQ(stats.requests_ok(), 2);
+  EXPECT_TRUE(Call(*stub_, GoodRequest("after"), &response).ok());
+}
+
+TEST_F(QueueTest, RequestWhoseDeadlinePassesInTheQueueIsNotRun) {
+  AsyncAttend slow;
+  StartSlow(slow);
+  pb::AttendResponse response;
+  grpc::Status status = Call(*stub_, GoodRequest("late"), &response, absl::Milliseconds(300));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+  EXPECT_FALSE(slow.done.HasBeenNotified()) << "inconclusive: the slow request already ended";
+  ASSERT_TRUE(slow.Wait());
+  EXPECT_TRUE(slow.status.ok()) << slow.status.error_message();
+  // The worker reached the late request only after its deadline: dropped.
+  ASSERT_TRUE(WaitForStats(*stub_, [](const pb::ServerStats& s) {
+    return s.rejected_deadline() == 1 && s.in_flight() == 0;
+  })) << GetStats(*stub_).DebugString();
+  EXPECT_EQ(GetStats(*stub_).requests_ok(), 1) << "only the slow request ran";
+  EXPECT_TRUE(Call(*stub_, GoodRequest("after"), &response).ok());
+}
+
+TEST_F(QueueTest, RequestCancelledInTheQueueIsNotRun) {
+  AsyncAttend slow, cancelled;
+  StartSlow(slow);
+  cancelled.request = GoodRequest("cancelled");
+  cancelled.Start(*stub_, absl::Seconds(300));
+  ASSERT_TRUE(WaitForStats(*stub_, [](const pb::ServerStats& s) { return s.queued() == 1; }));
+  cancelled.context.TryCancel();
+  ASSERT_TRUE(cancelled.Wait());
+  EXPECT_EQ(cancelled.status.error_code(), grpc::StatusCode::CANCELLED);
+  ASSERT_TRUE(slow.Wait());
+  ASSERT_TRUE(WaitForStats(*stub_, [](const pb::ServerStats& s) {
+    return s.rejected_cancelled() == 1 && s.in_flight() == 0;
+  })) << GetStats(*stub_).DebugString();
+  EXPECT_EQ(GetStats(*stub_).requests_ok(), 1) << "only the slow request ran";
+}
+
+}  // namespace
+}  // namespace attn::testing
