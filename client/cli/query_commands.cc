@@ -100,12 +100,14 @@ int RunStats(AttentionClient& client, bool json, std::ostream& out, std::ostream
   const int64_t ok = stats->requests_ok();
   const pb::Timing& t = stats->cumulative();
   out << absl::StrFormat(
-      "uptime %.1f s: %d ok, %d failed (%d queue full, %d deadline), %d in flight\n"
+      "uptime %.1f s: %d ok, %d failed (%d queue full, %d deadline, %d cancelled), %d in flight "
+      "(%d queued)\n"
       "bytes in %s, out %s\n"
       "average per ok request (ms): decode %.3f  queue %.3f  h2d %.3f  kernel %.3f  d2h %.3f  "
       "total %.3f\n",
       static_cast<double>(stats->uptime_ns()) / 1e9, ok, stats->requests_failed(),
-      stats->rejected_queue_full(), stats->rejected_deadline(), stats->in_flight(),
+      stats->rejected_queue_full(), stats->rejected_deadline(), stats->rejected_cancelled(),
+      stats->in_flight(), stats->queued(),
       Mib(stats->bytes_in()), Mib(stats->bytes_out()), AverageMs(t.decode_ns(), ok),
       AverageMs(t.queue_ns(), ok), AverageMs(t.h2d_ns(), ok), AverageMs(t.kernel_ns(), ok),
       AverageMs(t.d2h_ns(), ok), AverageMs(t.total_ns(), ok));

@@ -20,6 +20,7 @@ const std::vector<Row>& Rows() {
       {"client marshal", [](const AttendResult& r) { return r.client.marshal_ns; }},
       {"network + gRPC",
        [](const AttendResult& r) { return r.client.NetworkNs(r.server); }},
+      {"server receive", [](const AttendResult& r) { return r.server.receive_ns; }},
       {"server decode", [](const AttendResult& r) { return r.server.decode_ns; }},
       {"server queue", [](const AttendResult& r) { return r.server.queue_ns; }},
       {"server H2D", [](const AttendResult& r) { return r.server.h2d_ns; }},

@@ -1,6 +1,6 @@
 // The timing breakdown `attn_cli attend` prints: where a call's time went,
 // client side (marshal, network and gRPC, unmarshal) and server side
-// (decode, queue, H2D, kernel, D2H, other).
+// (receive for streamed calls, decode, queue, H2D, kernel, D2H, other).
 #ifndef ATTN_CLIENT_CLI_TIMING_TABLE_H_
 #define ATTN_CLIENT_CLI_TIMING_TABLE_H_
 

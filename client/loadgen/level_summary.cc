@@ -35,6 +35,33 @@ ServerStatsDelta StatsDelta(const LevelRun& run) {
   return delta;
 }
 
+// Adds one request's phases, in nanoseconds, to `sums`.
+void AddPhases(const RequestRecord& r, PhaseBreakdown* sums) {
+  auto d = [](int64_t ns) { return static_cast<double>(ns); };
+  sums->client_marshal_ms += d(r.client.marshal_ns);
+  sums->client_unmarshal_ms += d(r.client.unmarshal_ns);
+  sums->network_ms += d(r.client.NetworkNs(r.server));
+  sums->round_trip_ms += d(r.client.round_trip_ns);
+  sums->server_receive_ms += d(r.server.receive_ns);
+  sums->server_decode_ms += d(r.server.decode_ns);
+  sums->server_queue_ms += d(r.server.queue_ns);
+  sums->server_h2d_ms += d(r.server.h2d_ns);
+  sums->server_kernel_ms += d(r.server.kernel_ns);
+  sums->server_d2h_ms += d(r.server.d2h_ns);
+  sums->server_other_ms += d(r.server.OtherNs());
+  sums->server_total_ms += d(r.server.total_ns);
+}
+
+PhaseBreakdown ScalePhases(PhaseBreakdown p, double factor) {
+  for (double* field :
+       {&p.client_marshal_ms, &p.client_unmarshal_ms, &p.network_ms, &p.round_trip_ms,
+        &p.server_receive_ms, &p.server_decode_ms, &p.server_queue_ms, &p.server_h2d_ms,
+        &p.server_kernel_ms, &p.server_d2h_ms, &p.server_other_ms, &p.server_total_ms}) {
+    *field *= factor;
+  }
+  return p;
+}
+
 }  // namespace
 
 int64_t Percentile(const std::vector<int64_t>& sorted, double p) {
@@ -80,7 +107,7 @@ LevelSummary Summarize(const LevelRun& run, const Shape& shape) {
   std::vector<int64_t> latencies, service;
   int64_t last_done = run.window_start_ns;
   int64_t last_sent = run.window_start_ns;
-  double sums[11] = {};  // marshal, unmarshal, network, rtt, decode..d2h, other, total
+  PhaseBreakdown sums;  // nanoseconds while summing
   for (const RequestRecord& r : run.records) {
     last_done = std::max(last_done, r.done_ns);
     last_sent = std::max(last_sent, r.sent_ns);
@@ -94,14 +121,7 @@ LevelSummary Summarize(const LevelRun& run, const Shape& shape) {
     s.streamed += r.streamed ? 1 : 0;
     latencies.push_back(r.done_ns - r.due_ns);
     service.push_back(r.done_ns - r.sent_ns);
-    const double parts[11] = {
-        static_cast<double>(r.client.marshal_ns),  static_cast<double>(r.client.unmarshal_ns),
-        static_cast<double>(r.client.NetworkNs(r.server)),
-        static_cast<double>(r.client.round_trip_ns), static_cast<double>(r.server.decode_ns),
-        static_cast<double>(r.server.queue_ns),    static_cast<double>(r.server.h2d_ns),
-        static_cast<double>(r.server.kernel_ns),   static_cast<double>(r.server.d2h_ns),
-        static_cast<double>(r.server.OtherNs()),   static_cast<double>(r.server.total_ns)};
-    for (int i = 0; i < 11; ++i) sums[i] += parts[i];
+    AddPhases(r, &sums);
   }
   if (s.sent > 0) s.late_percent = 100.0 * static_cast<double>(s.late) / static_cast<double>(s.sent);
 
@@ -117,22 +137,7 @@ LevelSummary Summarize(const LevelRun& run, const Shape& shape) {
   }
   s.latency = ComputeLatencyStats(std::move(latencies));
   s.service_latency = ComputeLatencyStats(std::move(service));
-  if (s.completed > 0) {
-    double avg[11];
-    for (int i = 0; i < 11; ++i) avg[i] = Ms(sums[i] / static_cast<double>(s.completed));
-    PhaseBreakdown& p = s.phases;
-    p.client_marshal_ms = avg[0];
-    p.client_unmarshal_ms = avg[1];
-    p.network_ms = avg[2];
-    p.round_trip_ms = avg[3];
-    p.server_decode_ms = avg[4];
-    p.server_queue_ms = avg[5];
-    p.server_h2d_ms = avg[6];
-    p.server_kernel_ms = avg[7];
-    p.server_d2h_ms = avg[8];
-    p.server_other_ms = avg[9];
-    p.server_total_ms = avg[10];
-  }
+  if (s.completed > 0) s.phases = ScalePhases(sums, 1e-6 / static_cast<double>(s.completed));
   s.server_stats = StatsDelta(run);
   return s;
 }

@@ -34,6 +34,7 @@ struct PhaseBreakdown {
   double client_unmarshal_ms = 0;
   double network_ms = 0;  // round trip − marshal − unmarshal − server total
   double round_trip_ms = 0;
+  double server_receive_ms = 0;  // streamed requests' upload, as the server saw it
   double server_decode_ms = 0, server_queue_ms = 0, server_h2d_ms = 0;
   double server_kernel_ms = 0, server_d2h_ms = 0, server_other_ms = 0, server_total_ms = 0;
 };

@@ -53,6 +53,7 @@ const std::vector<Column>& Columns() {
       {"latency_max_ms", [](const LevelSummary& s) { return F(s.latency.max_ms); }},
       {"client_marshal_ms", [](const LevelSummary& s) { return F(s.phases.client_marshal_ms); }},
       {"network_ms", [](const LevelSummary& s) { return F(s.phases.network_ms); }},
+      {"server_receive_ms", [](const LevelSummary& s) { return F(s.phases.server_receive_ms); }},
       {"server_decode_ms", [](const LevelSummary& s) { return F(s.phases.server_decode_ms); }},
       {"server_queue_ms", [](const LevelSummary& s) { return F(s.phases.server_queue_ms); }},
       {"server_h2d_ms", [](const LevelSummary& s) { return F(s.phases.server_h2d_ms); }},
@@ -115,6 +116,7 @@ void WriteLevel(JsonWriter& json, const LevelSummary& s, const LevelRun* run) {
   json.Field("round_trip", p.round_trip_ms);
   json.EndObject();
   json.Key("server_ms").BeginObject();
+  json.Field("receive", p.server_receive_ms);
   json.Field("decode", p.server_decode_ms);
   json.Field("queue", p.server_queue_ms);
   json.Field("h2d", p.server_h2d_ms);

@@ -57,7 +57,7 @@ AttentionInputs MakeRandomInputs(const Shape& shape, DType dtype, uint64_t seed)
 }
 
 int64_t ServerTiming::OtherNs() const {
-  return std::max<int64_t>(0, total_ns - decode_ns - queue_ns - h2d_ns - kernel_ns - d2h_ns);
+  return std::max<int64_t>(0, total_ns - receive_ns - decode_ns - queue_ns - h2d_ns - kernel_ns - d2h_ns);
 }
 
 int64_t ClientTiming::NetworkNs(const ServerTiming& server) const {

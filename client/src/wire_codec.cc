@@ -113,6 +113,7 @@ Shape FromProto(const pb::TensorShape& proto) {
 
 ServerTiming FromProto(const pb::Timing& proto) {
   ServerTiming timing;
+  timing.receive_ns = proto.receive_ns();
   timing.decode_ns = proto.decode_ns();
   timing.queue_ns = proto.queue_ns();
   timing.h2d_ns = proto.h2d_ns();

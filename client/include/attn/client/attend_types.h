@@ -65,9 +65,10 @@ struct AttendOptions {
 // The server's breakdown of one request (proto Timing), in nanoseconds. The
 // parts are disjoint; total_ns also covers what they do not (OtherNs).
 struct ServerTiming {
-  int64_t decode_ns = 0;  // validating and staging the request
+  int64_t receive_ns = 0;  // AttendStream: header to last input chunk (0 for unary)
+  int64_t decode_ns = 0;   // validating the request and building the job
   int64_t queue_ns = 0;   // waiting for a worker
-  int64_t h2d_ns = 0;     // host-to-device copy (0 on the CPU backend)
+  int64_t h2d_ns = 0;     // staging and host-to-device copy (0 on the CPU backend)
   int64_t kernel_ns = 0;  // the attention kernel
   int64_t d2h_ns = 0;     // device-to-host copy (0 on the CPU backend)
   int64_t total_ns = 0;   // arrival to response ready

@@ -1,0 +1,30 @@
+"""attnserve_client: Python client of the attnserve attention service.
+
+    import numpy as np
+    from attnserve_client import Client
+
+    q = k = v = np.random.randn(1, 1024, 8, 64).astype(np.float16)
+    with Client("localhost:50051") as client:
+        out, timing = client.attend(q, k, v)
+    print(timing)
+
+See client.Client.attend for the accepted array types (fp16, bf16 via
+ml_dtypes or raw bits, float32 with dtype=...).
+"""
+
+from .client import AttnServeError, Client, Timing, attend
+from .reference import attention_reference, relative_l2_error
+from .tensors import BF16, FP16, bf16_bits_to_float, float_to_bf16_bits
+
+__all__ = [
+    "AttnServeError",
+    "BF16",
+    "Client",
+    "FP16",
+    "Timing",
+    "attend",
+    "attention_reference",
+    "bf16_bits_to_float",
+    "float_to_bf16_bits",
+    "relative_l2_error",
+]

@@ -1,0 +1,71 @@
+"""Runs the built attn_server for the Python end-to-end tests.
+
+    with ServerProcess(["--backend=cpu"]) as server:
+        client = Client(server.address)
+
+Starts `$ATTN_SERVER_BINARY --listen=127.0.0.1:0 --port_file=...`, waits
+(bounded) for the port file and for grpc.health.v1 SERVING, and on exit
+sends SIGTERM and waits, killing the server if it does not stop in time.
+"""
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+from attnserve_client import Client
+
+START_TIMEOUT_S = 30
+STOP_TIMEOUT_S = 30
+
+
+class ServerProcess:
+    def __init__(self, flags=()):
+        self.binary = os.environ["ATTN_SERVER_BINARY"]
+        self.flags = list(flags)
+        self.address = None
+        self.process = None
+        self.exit_code = None
+        self._tmp = None
+
+    def __enter__(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="attn_py_test_")
+        port_file = os.path.join(self._tmp.name, "port")
+        self.process = subprocess.Popen(
+            [self.binary, "--listen=127.0.0.1:0", f"--port_file={port_file}", *self.flags])
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"attn_server exited during start-up: {self.process.returncode}")
+            if os.path.exists(port_file):
+                with open(port_file) as f:
+                    text = f.read().strip()
+                if text:
+                    self.address = f"127.0.0.1:{int(text)}"
+                    break
+            time.sleep(0.05)
+        else:
+            self._kill()
+            raise RuntimeError(f"attn_server wrote no port file within {START_TIMEOUT_S} s")
+        with Client(self.address, connect_timeout=START_TIMEOUT_S,
+                    fetch_server_info=False) as client:
+            while client.health() != "SERVING":
+                if time.monotonic() > deadline:
+                    self._kill()
+                    raise RuntimeError("attn_server did not report SERVING in time")
+                time.sleep(0.05)
+        return self
+
+    def _kill(self):
+        self.process.kill()
+        self.process.wait()
+
+    def __exit__(self, *exc):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.exit_code = self.process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self._kill()
+        self._tmp.cleanup()
