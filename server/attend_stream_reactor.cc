@@ -179,6 +179,11 @@ void AttendStreamReactor::OnInputComplete() {
 
 void AttendStreamReactor::OnJobDone(std::unique_ptr<Job> job, absl::Status status) {
   ReleaseInputs();
+  if (status.ok() && cancelled_.load(std::memory_order_acquire)) {
+    status = absl::CancelledError(
+        "the call was cancelled while its kernel ran (client gone, or the server's drain "
+        "timeout passed)");
+  }
   if (!status.ok()) {
     Fail(status, ClassifySchedulerStatus(status));
     return;

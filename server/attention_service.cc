@@ -74,6 +74,11 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
 
  private:
   void OnJobDone(std::unique_ptr<Job> job, absl::Status status) {
+    if (status.ok() && cancelled_.load(std::memory_order_acquire)) {
+      status = absl::CancelledError(
+          "the call was cancelled while its kernel ran (client gone, or the server's drain "
+          "timeout passed)");
+    }
     if (!status.ok()) {
       Fail(status, ClassifySchedulerStatus(status), &job->spec);
       return;

@@ -1,6 +1,8 @@
 #include "server.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +10,8 @@
 #include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/impl/server_builder_option.h"
+#include "grpcpp/impl/server_builder_plugin.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -31,6 +35,20 @@ std::string WithPort(const std::string& listen, int port) {
   if (colon == std::string::npos) return absl::StrCat(listen, ":", port);
   return absl::StrCat(listen.substr(0, colon), ":", port);
 }
+
+// Linking gRPC's reflection library registers its builder plugin for every
+// server (a static initializer), so --reflection=false has to take it out.
+class WithoutReflection : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
+                                  [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+                                    return p->name() == "proto_server_reflection";
+                                  }),
+                   plugins->end());
+  }
+};
 
 }  // namespace
 
@@ -63,6 +81,7 @@ absl::StatusOr<std::unique_ptr<AttentionServer>> AttentionServer::Create(
   server->service_ = std::make_unique<AttentionService>();
   grpc::ServerBuilder builder;
   builder.RegisterService(server->service_.get());
+  if (!options.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
   const int max_message = static_cast<int>(options.limits.max_message_bytes);
   builder.SetMaxReceiveMessageSize(max_message);

@@ -1,14 +1,72 @@
 // End-to-end lifecycle of the attn_server process: start-up on a free port,
-// health, graceful shutdown on SIGTERM/SIGINT, refusal of bad flags.
+// health, reflection, refusal of bad flags, and graceful shutdown on
+// SIGTERM/SIGINT (drain delay, in-flight work finishing, drain timeout,
+// second signal).
 #include <signal.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "attn/device.h"
+#include "attnserve/v1/attention.grpc.pb.h"
+#include "e2e_util.h"
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
 
 namespace attn::testing {
 namespace {
 
+namespace pb = ::attnserve::v1;
 using grpc::health::v1::HealthCheckResponse;
+
+// Polls until `predicate` holds (true) or 30 s pass (false).
+template <typename Predicate>
+bool Eventually(Predicate predicate) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    if (predicate()) return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return false;
+}
+
+// An Attend call running in the background.
+struct Background {
+  grpc::ClientContext context;
+  pb::AttendRequest request;
+  pb::AttendResponse response;
+  grpc::Status status;
+  absl::Notification done;
+
+  void Start(pb::Attention::Stub& stub) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(300)));
+    stub.async()->Attend(&context, &request, &response, [this](grpc::Status s) {
+      status = std::move(s);
+      done.Notify();
+    });
+  }
+};
+
+// Seconds of work for the only worker of a --cpu_threads=1 server.
+pb::AttendRequest SlowRequest() {
+  return MakeRequest(MakeRandomInputs({1, 4096, 8, 64}, DType::kBFloat16, 7), "slow");
+}
+pb::AttendRequest SmallRequest(const std::string& id) {
+  return MakeRequest(MakeRandomInputs({1, 16, 2, 64}, DType::kBFloat16, FreshSeed()), id);
+}
+
+int64_t InFlight(pb::Attention::Stub& stub) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  pb::ServerStats stats;
+  if (!stub.GetStats(&context, pb::GetStatsRequest(), &stats).ok()) return -1;
+  return stats.in_flight();
+}
 
 TEST(LifecycleTest, ServesHealthAndExitsZeroOnSigterm) {
   auto server = ServerProcess::Start({"--backend=cpu"});
@@ -37,9 +95,44 @@ TEST(LifecycleTest, ExitsZeroOnSigint) {
   EXPECT_TRUE(exit->Clean()) << exit->ToString();
 }
 
+TEST(LifecycleTest, ReflectionListsTheServices) {
+  auto server = ServerProcess::Start({"--backend=cpu"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  namespace refl = ::grpc::reflection::v1alpha;
+  auto stub = refl::ServerReflection::NewStub((*server)->NewChannel());
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  auto stream = stub->ServerReflectionInfo(&context);
+  refl::ServerReflectionRequest request;
+  request.set_list_services("");
+  ASSERT_TRUE(stream->Write(request));
+  stream->WritesDone();
+  refl::ServerReflectionResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  std::vector<std::string> names;
+  for (const auto& service : response.list_services_response().service()) {
+    names.push_back(service.name());
+  }
+  EXPECT_NE(std::find(names.begin(), names.end(), "attnserve.v1.Attention"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "grpc.health.v1.Health"), names.end());
+  while (stream->Read(&response)) {
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+
+  auto no_reflection = ServerProcess::Start({"--backend=cpu", "--reflection=false"});
+  ASSERT_TRUE(no_reflection.ok()) << no_reflection.status();
+  auto stub2 = refl::ServerReflection::NewStub((*no_reflection)->NewChannel());
+  grpc::ClientContext context2;
+  auto stream2 = stub2->ServerReflectionInfo(&context2);
+  stream2->WritesDone();
+  while (stream2->Read(&response)) {
+  }
+  EXPECT_EQ(stream2->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+}
+
 TEST(LifecycleTest, BadFlagValueFailsStartup) {
   for (const char* flag : {"--backend=tpu", "--queue_capacity=-1", "--devices=zero",
-                           "--max_message_bytes=10"}) {
+                           "--max_message_bytes=10", "--listen=not-an-address"}) {
     ServerProcess::Options options;
     options.flags = {flag};
     options.start_timeout = absl::Seconds(20);
@@ -47,6 +140,94 @@ TEST(LifecycleTest, BadFlagValueFailsStartup) {
     ASSERT_FALSE(server.ok()) << flag;
     EXPECT_EQ(server.status().code(), absl::StatusCode::kAborted) << server.status();
   }
+}
+
+TEST(LifecycleTest, CudaBackendWithoutDeviceFailsStartup) {
+  if (!ListCudaDevices().empty()) GTEST_SKIP() << "a CUDA device is visible";
+  auto server = ServerProcess::Start({"--backend=cuda"});
+  ASSERT_FALSE(server.ok());
+  EXPECT_NE(server.status().message().find("exit code 1"), std::string::npos)
+      << server.status();
+}
+
+// SIGTERM with a request running: health turns NOT_SERVING at once, the
+// server keeps serving through --drain_delay_s, then refuses new calls with
+// UNAVAILABLE while the running request completes, and exits 0.
+TEST(LifecycleTest, GracefulShutdownFinishesInFlightWork) {
+  auto server = ServerProcess::Start(
+      {"--backend=cpu", "--cpu_workers=1", "--cpu_threads=1", "--drain_delay_s=1"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = pb::Attention::NewStub((*server)->NewChannel());
+  Background slow;
+  slow.request = SlowRequest();
+  slow.Start(*stub);
+  ASSERT_TRUE(Eventually([&] { return InFlight(*stub) == 1; }));
+
+  ASSERT_TRUE((*server)->Signal(SIGTERM).ok());
+  EXPECT_TRUE(Eventually([&] {
+    auto health = (*server)->Health();
+    return health.ok() && *health == HealthCheckResponse::NOT_SERVING;
+  })) << "health never reported NOT_SERVING";
+
+  grpc::Status refused;
+  EXPECT_TRUE(Eventually([&] {
+    // Accepted during the drain delay, such a call queues behind the slow
+    // one: a short deadline keeps the loop going.
+    pb::AttendResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(200)));
+    refused = stub->Attend(&context, SmallRequest("during-drain"), &response);
+    return refused.error_code() == grpc::StatusCode::UNAVAILABLE;
+  })) << "new calls were never refused; last: " << refused.error_message();
+  EXPECT_FALSE(slow.done.HasBeenNotified()) << "inconclusive: the slow request already ended";
+
+  ASSERT_TRUE(slow.done.WaitForNotificationWithTimeout(absl::Seconds(120)));
+  EXPECT_TRUE(slow.status.ok()) << slow.status.error_message();
+  EXPECT_EQ(slow.response.out().size(), slow.request.q().size());
+  auto exit = (*server)->Wait(absl::Seconds(60));
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_TRUE(exit->Clean()) << exit->ToString();
+}
+
+// Past --drain_timeout_s the remaining calls are cancelled; the server
+// still exits 0 once the kernel that was running returns.
+TEST(LifecycleTest, DrainTimeoutCancelsWhatIsLeft) {
+  auto server = ServerProcess::Start(
+      {"--backend=cpu", "--cpu_workers=1", "--cpu_threads=1", "--drain_timeout_s=0.2"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = pb::Attention::NewStub((*server)->NewChannel());
+  Background slow;
+  slow.request = SlowRequest();
+  slow.Start(*stub);
+  ASSERT_TRUE(Eventually([&] { return InFlight(*stub) == 1; }));
+  ASSERT_TRUE((*server)->Signal(SIGTERM).ok());
+  ASSERT_TRUE(slow.done.WaitForNotificationWithTimeout(absl::Seconds(120)));
+  // Cancelled by the server's shutdown: the client sees the call cancelled
+  // or its connection closed, depending on which it notices first.
+  EXPECT_TRUE(slow.status.error_code() == grpc::StatusCode::CANCELLED ||
+              slow.status.error_code() == grpc::StatusCode::UNAVAILABLE)
+      << slow.status.error_code() << ": " << slow.status.error_message();
+  auto exit = (*server)->Wait(absl::Seconds(60));
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_TRUE(exit->Clean()) << exit->ToString();
+}
+
+TEST(LifecycleTest, SecondSignalExitsAtOnce) {
+  auto server = ServerProcess::Start({"--backend=cpu", "--cpu_workers=1", "--cpu_threads=1"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = pb::Attention::NewStub((*server)->NewChannel());
+  Background slow;
+  slow.request = SlowRequest();
+  slow.Start(*stub);
+  ASSERT_TRUE(Eventually([&] { return InFlight(*stub) == 1; }));
+  ASSERT_TRUE((*server)->Signal(SIGTERM).ok());
+  absl::SleepFor(absl::Milliseconds(200));
+  ASSERT_TRUE((*server)->Signal(SIGINT).ok());
+  auto exit = (*server)->Wait(absl::Seconds(10));
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_TRUE(exit->exited && exit->exit_code == 1) << exit->ToString();
+  ASSERT_TRUE(slow.done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_FALSE(slow.status.ok());
 }
 
 }  // namespace
