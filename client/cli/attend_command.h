@@ -31,6 +31,8 @@ struct AttendCommandOptions {
   int repeat = 1;
   bool check = false;
   double tolerance = kDefaultTolerance;
+  // Query rows checked per (batch, head); 0 = all (see CheckAgainstReference).
+  int64_t check_rows = 256;
 };
 
 // Loads or draws the inputs, runs the calls, prints the report to `out` and

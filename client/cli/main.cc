@@ -61,6 +61,9 @@ ABSL_FLAG(bool, check, false,
           "attend: compare with a float64 reference computed here; exit 3 above --tolerance.");
 ABSL_FLAG(double, tolerance, attn::cli::kDefaultTolerance,
           "attend --check: largest accepted relative L2 error.");
+ABSL_FLAG(int64_t, check_rows, 256,
+          "attend --check: query rows compared per (batch, head), evenly spaced; 0 = all "
+          "(the float64 reference costs O(S^2 D) per head when complete).");
 ABSL_FLAG(bool, json, false, "kernels, info, stats: print the response as JSON.");
 ABSL_FLAG(std::string, service, "", "health: service to check; empty = the whole server.");
 
@@ -151,6 +154,7 @@ bool AttendOptionsFromFlags(attn::cli::AttendCommandOptions* options) {
   options->repeat = absl::GetFlag(FLAGS_repeat);
   options->check = absl::GetFlag(FLAGS_check);
   options->tolerance = absl::GetFlag(FLAGS_tolerance);
+  options->check_rows = absl::GetFlag(FLAGS_check_rows);
   return true;
 }
 

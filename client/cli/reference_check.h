@@ -22,8 +22,15 @@ struct CheckResult {
 // `softmax_scale` (0: 1/sqrt(head_dim)), one (batch, head) slice per task on
 // up to `threads` threads (0: all cores), and compares `out` to it. `out`
 // must have the inputs' size and dtype.
+//
+// `rows_per_head` > 0 checks only that many query rows of every (batch,
+// head), evenly spaced and including the first and last: the reference
+// costs O(S·D) per row instead of O(S²·D) per head, which makes --check
+// practical for S in the thousands. 0 checks every row with
+// attn::AttentionNaiveF64.
 CheckResult CheckAgainstReference(const AttentionInputs& inputs, float softmax_scale,
-                                  const std::string& out, int threads = 0);
+                                  const std::string& out, int threads = 0,
+                                  int64_t rows_per_head = 0);
 
 }  // namespace attn::cli
 

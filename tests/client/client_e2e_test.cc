@@ -188,6 +188,12 @@ TEST_F(ClientE2eTest, CliAttendChecksAndPrintsTheBreakdown) {
                           "PASS"}) {
     EXPECT_TRUE(absl::StrContains(r.out, row)) << row << "\n" << r.out;
   }
+  // A sampled check (the default for long sequences) compares chosen rows.
+  const CommandResult sampled =
+      RunCli({"attend", "--address=" + server_->address(), "--shape=1,300,2,16", "--check",
+              "--check_rows=7"});
+  ASSERT_EQ(sampled.exit_code, 0) << sampled.out << sampled.err;
+  EXPECT_TRUE(absl::StrContains(sampled.out, "7 of 300 query rows per head")) << sampled.out;
 }
 
 TEST_F(ClientE2eTest, CliNpyRoundTripForFp16AndBf16) {
