@@ -4,8 +4,11 @@
 #include "attn/client/attention_client.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -237,6 +240,48 @@ TEST(AttentionClientConnectTest, UnreachableAddressIsUnavailableAndNamesIt) {
   ASSERT_FALSE(client.ok());
   EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(absl::StrContains(client.status().message(), "127.0.0.1:1")) << client.status();
+}
+
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream contents;
+  contents << file.rdbuf();
+  return contents.str();
+}
+
+TEST(AttentionClientTlsTest, ConnectsWithTheServersCertificateAndChecksItsName) {
+  // A self-signed certificate for "attn.test", made with the openssl tool.
+  const std::string dir = ::testing::TempDir();
+  const std::string key = dir + "/attn_tls_key.pem", cert = dir + "/attn_tls_cert.pem";
+  const std::string command =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=attn.test "
+      "-addext subjectAltName=DNS:attn.test -keyout " + key + " -out " + cert +
+      " >/dev/null 2>&1";
+  if (std::system(command.c_str()) != 0) GTEST_SKIP() << "no usable openssl command";
+
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({ReadFileOrEmpty(key), ReadFileOrEmpty(cert)});
+  FakeAttentionService::Options fake_options;
+  fake_options.credentials = grpc::SslServerCredentials(ssl);
+  auto fake = StartFakeServer(fake_options);
+  ASSERT_NE(fake, nullptr);
+
+  ClientOptions options;
+  options.address = fake->address;
+  options.tls.enabled = true;
+  options.tls.root_certs_path = cert;
+  options.tls.server_name_override = "attn.test";
+  std::unique_ptr<AttentionClient> client = ConnectTo(fake->address, options);
+  ASSERT_NE(client, nullptr);
+  EXPECT_TRUE(client->Attend(MakeRandomInputs({1, 8, 1, 8}, DType::kFloat16, 1)).ok());
+
+  // Without the override the certificate does not match 127.0.0.1.
+  options.tls.server_name_override.clear();
+  options.connect_timeout = absl::Seconds(2);
+  EXPECT_EQ(AttentionClient::Connect(options).status().code(), absl::StatusCode::kUnavailable);
+  // A plaintext client cannot talk to a TLS server either.
+  options.tls.enabled = false;
+  EXPECT_EQ(AttentionClient::Connect(options).status().code(), absl::StatusCode::kUnavailable);
 }
 
 TEST(AttentionClientConnectTest, UnreadableTlsFileIsInvalidArgument) {

@@ -169,7 +169,10 @@ std::unique_ptr<FakeServer> StartFakeServer(FakeAttentionService::Options option
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(
+      "127.0.0.1:0",
+      options.credentials != nullptr ? options.credentials : grpc::InsecureServerCredentials(),
+      &port);
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
   builder.RegisterService(fake->service.get());

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "attnserve/v1/attention.grpc.pb.h"
+#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 
 namespace attn::testing {
@@ -27,6 +28,8 @@ class FakeAttentionService final : public attnserve::v1::Attention::Service {
   struct Options {
     int64_t max_message_bytes = int64_t{1} << 30;  // advertised in GetServerInfo
     int64_t out_chunk_bytes = 1000;                // streamed output chunk size
+    // Listening credentials; null: plaintext.
+    std::shared_ptr<grpc::ServerCredentials> credentials;
   };
   explicit FakeAttentionService(Options options) : options_(options) {}
 
