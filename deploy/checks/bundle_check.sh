@@ -86,10 +86,6 @@ if [ -x "$b/bin/attn_server" ] && [ -x "$b/bin/attn_cli" ]; then
      "$b/smoke.sh" --backend=cpu --shape=1,128,2,64) >"$clean/smoke.log" 2>&1 || rc=$?
   if [ "$rc" -eq 0 ]; then
     echo "bundle_check: smoke.sh on the CPU backend passed: $(grep -o 'check:.*' "$clean/smoke.log" | head -1)"
-  elif grep -q 'UNIMPLEMENTED' "$clean/smoke.log" && ! grep -q 'FAIL: attn_server' "$clean/smoke.log" &&
-       [ "$(grep -c 'smoke: FAIL' "$clean/smoke.log")" -eq "$(grep -c 'smoke: FAIL: \(attend\|attn_cli kernels\|attn_cli stats\|attn_cli info\)' "$clean/smoke.log")" ]; then
-    # A server without the Attention service yet (health only).
-    echo "bundle_check: smoke.sh: server SERVING and drained; SKIPPED the RPCs it does not implement yet"
   else
     problem "smoke.sh through the bundle failed:"
     sed 's/^/    /' "$clean/smoke.log" >&2
