@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "cpu_executor.h"
 #include "cuda_executor.h"
+#include "log.h"
 #include "status_util.h"
 
 namespace attn::server {
@@ -42,6 +43,7 @@ absl::StatusOr<std::vector<DeviceInfo>> SelectDevices(const std::vector<int>& wa
 }
 
 absl::StatusOr<BackendSetup> CreateCpuBackend(const ServerOptions& options, std::string reason) {
+  if (!options.devices.empty()) LOGF(kWarning, "--devices is ignored by the cpu backend");
   BackendSetup setup;
   ASSIGN_OR_RETURN(setup.catalog, KernelCatalog::ForBackend(Backend::kCpu));
   for (int i = 0; i < options.cpu_workers; ++i) {

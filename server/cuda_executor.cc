@@ -68,6 +68,7 @@ class CudaExecutor : public Executor {
   }
 
   std::string Name() const override { return name_; }
+  bool Healthy() const override { return healthy_; }
 
   // Runs `kernel` once on zeroed inputs of a small shape it accepts.
   absl::Status Warmup(const KernelInfo& kernel) {
@@ -98,6 +99,22 @@ class CudaExecutor : public Executor {
   }
 
   absl::Status Run(Job& job) override {
+    absl::Status status = RunOnStream(job);
+    if (!status.ok() && status.code() != absl::StatusCode::kInvalidArgument) {
+      // A sticky error (illegal address, launch failure, ECC) breaks the
+      // context for good: every later call returns it. Retire then.
+      const cudaError_t probe = cudaStreamQuery(stream_.get());
+      if (probe != cudaSuccess && probe != cudaErrorNotReady) {
+        healthy_ = false;
+        LOGF(kError, "%s is unusable after: %s (now %s)", name_, status.ToString(),
+             cudaGetErrorName(probe));
+      }
+    }
+    return status;
+  }
+
+ private:
+  absl::Status RunOnStream(Job& job) {
     const RequestSpec& spec = job.spec;
     const int64_t bytes = spec.TensorBytes();
     if (spec.kernel.backend != Backend::kCuda) {
@@ -147,7 +164,6 @@ class CudaExecutor : public Executor {
     return absl::OkStatus();
   }
 
- private:
   CudaExecutor(const DeviceInfo& device, int stream_index, int64_t capacity)
       : ordinal_(device.ordinal),
         name_(absl::StrFormat("%s (cuda:%d, stream %d)", device.name, device.ordinal,
@@ -191,6 +207,7 @@ class CudaExecutor : public Executor {
   const int ordinal_;
   const std::string name_;
   const int64_t capacity_;  // bytes of each tensor buffer
+  bool healthy_ = true;      // read and written on the worker thread only
   CudaStream stream_;
   CudaEvent start_, h2d_done_, kernel_done_, d2h_done_;
   DeviceBuffer d_q_, d_k_, d_v_, d_out_;

@@ -30,6 +30,11 @@ class Executor {
 
   // What this executor runs on, e.g. "NVIDIA H200 (cuda:0, stream 1)".
   virtual std::string Name() const = 0;
+
+  // False once the executor can run nothing more (e.g. a sticky CUDA error
+  // such as an illegal address poisons the device's context until the
+  // process exits); the scheduler then retires its worker.
+  virtual bool Healthy() const { return true; }
 };
 
 }  // namespace attn::server

@@ -41,13 +41,15 @@ Runtime::Runtime(const ServerOptions& options, KernelCatalog catalog)
       stream_budget_(options.limits.StreamBufferBudget()),
       id_prefix_(RandomPrefix()) {}
 
-absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const ServerOptions& options) {
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
+    const ServerOptions& options, absl::AnyInvocable<void()> on_all_failed) {
   ASSIGN_OR_RETURN(BackendSetup setup, CreateBackend(options));
   std::unique_ptr<Runtime> runtime(new Runtime(options, std::move(setup.catalog)));
   runtime->devices_ = std::move(setup.devices);
   runtime->choice_reason_ = std::move(setup.choice_reason);
   runtime->scheduler_ =
-      std::make_unique<Scheduler>(std::move(setup.executors), options.limits.queue_capacity);
+      std::make_unique<Scheduler>(std::move(setup.executors), options.limits.queue_capacity,
+                                  std::move(on_all_failed));
   return runtime;
 }
 
@@ -58,10 +60,15 @@ std::string Runtime::NextRequestId() {
 std::string Runtime::Describe() const {
   std::vector<std::string> workers;
   for (const auto& executor : scheduler_->executors()) workers.push_back(executor->Name());
+  std::vector<std::string> devices;
+  for (const DeviceInfo& d : devices_) {
+    devices.push_back(absl::StrFormat("cuda:%d %s (sm_%d%d)", d.ordinal, d.name, d.compute_major,
+                                      d.compute_minor));
+  }
   return absl::StrFormat(
-      "backend=%s (%s) workers=[%s] default_kernel=%s max_tokens_per_request=%d "
+      "backend=%s (%s) devices=[%s] workers=[%s] default_kernel=%s max_tokens_per_request=%d "
       "(%s per tensor) max_message_bytes=%d queue_capacity=%d max_stream_buffer_bytes=%d",
-      backend_name(), choice_reason_, absl::StrJoin(workers, ", "),
+      backend_name(), choice_reason_, absl::StrJoin(devices, ", "), absl::StrJoin(workers, ", "),
       catalog_.default_kernel().name, options_.limits.max_tokens_per_request,
       HumanBytes(options_.limits.MaxTensorBytes()), options_.limits.max_message_bytes,
       options_.limits.queue_capacity, stream_budget_.limit());

@@ -25,7 +25,9 @@ namespace attn::server {
 
 class Runtime {
  public:
-  static absl::StatusOr<std::unique_ptr<Runtime>> Create(const ServerOptions& options);
+  // `on_all_failed` runs (on a worker thread) if every executor fails.
+  static absl::StatusOr<std::unique_ptr<Runtime>> Create(
+      const ServerOptions& options, absl::AnyInvocable<void()> on_all_failed = nullptr);
 
   const ServerOptions& options() const { return options_; }
   const Limits& limits() const { return options_.limits; }

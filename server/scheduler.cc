@@ -8,8 +8,15 @@
 
 namespace attn::server {
 
-Scheduler::Scheduler(std::vector<std::unique_ptr<Executor>> executors, int queue_capacity)
-    : executors_(std::move(executors)), capacity_(queue_capacity) {
+Scheduler::Scheduler(std::vector<std::unique_ptr<Executor>> executors, int queue_capacity,
+                     absl::AnyInvocable<void()> on_all_failed)
+    : executors_(std::move(executors)),
+      capacity_(queue_capacity),
+      on_all_failed_(std::move(on_all_failed)) {
+  {
+    absl::MutexLock lock(&mu_);
+    live_ = static_cast<int64_t>(executors_.size());
+  }
   threads_.reserve(executors_.size());
   for (const std::unique_ptr<Executor>& executor : executors_) {
     threads_.emplace_back([this, e = executor.get()]() { WorkerLoop(e); });
@@ -24,6 +31,11 @@ Scheduler::~Scheduler() {
 void Scheduler::Stop() {
   absl::MutexLock lock(&mu_);
   stopped_ = true;
+}
+
+int64_t Scheduler::live_workers() const {
+  absl::MutexLock lock(&mu_);
+  return live_;
 }
 
 Scheduler::Load Scheduler::load() const {
@@ -77,12 +89,14 @@ absl::Status Scheduler::Submit(std::unique_ptr<Job>& job) {
     absl::MutexLock lock(&mu_);
     if (stopped_) {
       admitted = absl::UnavailableError("the server is shutting down; not accepting requests");
+    } else if (live_ == 0) {
+      admitted = absl::UnavailableError(
+          "every worker of this server has failed (see its log); it needs a restart");
     } else {
       // Queued plus running may reach capacity plus workers: a worker that is
       // not running a job takes one at once, so it adds to the capacity.
       const auto full = [&]() {
-        return static_cast<int64_t>(queue_.size()) + running_ >=
-               capacity_ + static_cast<int64_t>(executors_.size());
+        return static_cast<int64_t>(queue_.size()) + running_ >= capacity_ + live_;
       };
       if (full()) PurgeLocked(now, &dropped);
       if (full()) {
@@ -125,11 +139,23 @@ void Scheduler::WorkerLoop(Executor* executor) {
     job.times.queue_ns = ToNanos(now - entry.enqueued);
     absl::Status status = Admissible(job, now, now - entry.enqueued);
     if (status.ok()) status = bound.ok() ? executor->Run(job) : bound;
+    const bool retire = !executor->Healthy();
+    std::deque<Entry> orphans;  // queued jobs nobody is left to run
     {
       absl::MutexLock lock(&mu_);
       --running_;
+      if (retire && --live_ == 0) orphans.swap(queue_);
     }
     Complete(std::move(entry.job), std::move(status));
+    if (!retire) continue;
+    LOGF(kError, "retiring the worker of %s: its executor can run nothing more", executor->Name());
+    for (Entry& orphan : orphans) {
+      Complete(std::move(orphan.job),
+               absl::UnavailableError("every worker of this server has failed (see its log); "
+                                      "it needs a restart"));
+    }
+    if (live_workers() == 0 && on_all_failed_ != nullptr) on_all_failed_();
+    return;
   }
 }
 

@@ -15,6 +15,10 @@
 //
 // A job whose client cancelled, or whose deadline passed, before a worker
 // took it is not run: `done` gets CANCELLED or DEADLINE_EXCEEDED.
+//
+// A worker whose executor reports !Healthy() after a job retires; when the
+// last one does, queued and new jobs get UNAVAILABLE and `on_all_failed`
+// runs (the server reports NOT_SERVING, so an orchestrator restarts it).
 #ifndef ATTN_SERVER_SCHEDULER_H_
 #define ATTN_SERVER_SCHEDULER_H_
 
@@ -25,6 +29,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "executor.h"
@@ -37,7 +42,8 @@ class Scheduler {
   // Starts one worker per executor. `queue_capacity` counts waiting jobs,
   // not running ones: at most queue_capacity + workers jobs are in flight;
   // 0 admits a job only when a worker is free.
-  Scheduler(std::vector<std::unique_ptr<Executor>> executors, int queue_capacity);
+  Scheduler(std::vector<std::unique_ptr<Executor>> executors, int queue_capacity,
+            absl::AnyInvocable<void()> on_all_failed = nullptr);
   // Stop(), then joins the workers.
   ~Scheduler();
 
@@ -60,6 +66,8 @@ class Scheduler {
   };
   Load load() const;
   int workers() const { return static_cast<int>(executors_.size()); }
+  // Workers not retired.
+  int64_t live_workers() const;
   int queue_capacity() const { return capacity_; }
   const std::vector<std::unique_ptr<Executor>>& executors() const { return executors_; }
 
@@ -80,11 +88,13 @@ class Scheduler {
 
   const std::vector<std::unique_ptr<Executor>> executors_;
   const int capacity_;
+  absl::AnyInvocable<void()> on_all_failed_;
 
   mutable absl::Mutex mu_;
   std::deque<Entry> queue_ ABSL_GUARDED_BY(mu_);
   int64_t running_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t live_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::vector<std::thread> threads_;
 };

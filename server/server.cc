@@ -105,7 +105,10 @@ void AttentionServer::SetServing(bool serving) {
 }
 
 absl::Status AttentionServer::Start() {
-  absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(options_);
+  absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(options_, [this]() {
+    LOGF(kError, "every worker has failed: health NOT_SERVING; restart this server");
+    SetServing(false);
+  });
   if (!runtime.ok()) return runtime.status();
   runtime_ = *std::move(runtime);
   service_->Attach(runtime_.get());

@@ -33,9 +33,14 @@ class FakeExecutor : public Executor {
     job.device = name_;
     job.times.kernel_ns = 1;
     if (job.spec.request_id == "fail") return absl::InternalError("device fell over");
+    if (job.spec.request_id == "break") {
+      healthy_ = false;
+      return absl::InternalError("device broke for good");
+    }
     return absl::OkStatus();
   }
   std::string Name() const override { return name_; }
+  bool Healthy() const override { return healthy_; }
 
   // Lets one blocked (or future) Run return.
   void ReleaseOne() {
@@ -57,6 +62,7 @@ class FakeExecutor : public Executor {
   int released_ = 0;
   bool release_all_ = false;
   std::vector<std::string> started_;
+  std::atomic<bool> healthy_{true};
 };
 
 // Collects completions.
@@ -95,14 +101,15 @@ struct Completions {
 class SchedulerTest : public ::testing::Test {
  protected:
   // A scheduler over `workers` fake executors.
-  void Make(int workers, int capacity) {
+  void Make(int workers, int capacity, absl::AnyInvocable<void()> on_all_failed = nullptr) {
     std::vector<std::unique_ptr<Executor>> executors;
     for (int i = 0; i < workers; ++i) {
       auto executor = std::make_unique<FakeExecutor>("fake" + std::to_string(i));
       fakes_.push_back(executor.get());
       executors.push_back(std::move(executor));
     }
-    scheduler_ = std::make_unique<Scheduler>(std::move(executors), capacity);
+    scheduler_ =
+        std::make_unique<Scheduler>(std::move(executors), capacity, std::move(on_all_failed));
   }
 
   std::unique_ptr<Job> NewJob(const std::string& id,
@@ -247,6 +254,32 @@ TEST_F(SchedulerTest, ExecutorErrorsReachDone) {
   ASSERT_TRUE(Submit("fail").ok());
   completions_.WaitFor(1);
   EXPECT_EQ(completions_.StatusOf("fail").code(), absl::StatusCode::kInternal);
+}
+
+TEST_F(SchedulerTest, BrokenExecutorsRetireAndTheLastOneFailsTheQueue) {
+  absl::Notification all_failed;
+  Make(2, 4, [&all_failed]() { all_failed.Notify(); });
+  // One worker breaks; the other keeps serving, with one worker less of room.
+  fakes_[0]->ReleaseAll();
+  fakes_[1]->ReleaseAll();
+  ASSERT_TRUE(Submit("break").ok());
+  completions_.WaitFor(1);
+  EXPECT_EQ(completions_.StatusOf("break").code(), absl::StatusCode::kInternal);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (scheduler_->live_workers() != 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(scheduler_->live_workers(), 1);
+  ASSERT_TRUE(Submit("fine").ok());
+  completions_.WaitFor(2);
+  EXPECT_TRUE(completions_.StatusOf("fine").ok());
+  EXPECT_FALSE(all_failed.HasBeenNotified());
+  // The last one breaks too: the server can run nothing and says so.
+  ASSERT_TRUE(Submit("break").ok());
+  ASSERT_TRUE(all_failed.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(scheduler_->live_workers(), 0);
+  absl::Status refused = Submit("after");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
 }
 
 TEST_F(SchedulerTest, QueueTimeIsMeasured) {
