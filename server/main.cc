@@ -47,7 +47,7 @@ ABSL_FLAG(int64_t, max_tokens_per_request, int64_t{1} << 25,
           "2 bytes per element, per stream). The default fits B=4, S=4096, H=16, D=128.");
 ABSL_FLAG(int, queue_capacity, 64,
           "Requests that may wait for a worker; beyond that new requests get "
-          "RESOURCE_EXHAUSTED at once.");
+          "RESOURCE_EXHAUSTED at once. Each waiting request holds its tensors in host memory.");
 ABSL_FLAG(int64_t, max_stream_buffer_bytes, 0,
           "Bytes that AttendStream calls may hold at once (q, k, v as their chunks arrive, "
           "and the output), all calls together; beyond it RESOURCE_EXHAUSTED. 0 = room for "
@@ -64,7 +64,11 @@ ABSL_FLAG(double, drain_timeout_s, 30.0,
           "On SIGTERM/SIGINT: seconds that calls in flight get to finish before they are "
           "cancelled.");
 ABSL_FLAG(LogLevel, log_level, LogLevel::kInfo,
-          "debug|info|warning|error. Per-request lines are logged at info.");
+          "debug|info|warning|error: the least severe messages written to stderr.");
+ABSL_FLAG(LogLevel, request_log_level, LogLevel::kInfo,
+          "debug|info|warning|error: level of the one line per Attend/AttendStream call "
+          "(id, shape, dtype, kernel, timings, status); below --log_level they are dropped. "
+          "Server-side failures (INTERNAL) are always logged at error.");
 ABSL_FLAG(bool, reflection, true, "Serve gRPC server reflection (for grpcurl and grpc_cli).");
 
 namespace {
@@ -100,6 +104,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   options->drain_delay = absl::Seconds(absl::GetFlag(FLAGS_drain_delay_s));
   options->drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
   options->reflection = absl::GetFlag(FLAGS_reflection);
+  options->request_log_level = absl::GetFlag(FLAGS_request_log_level);
 
   struct Range {
     const char* flag;

@@ -42,7 +42,7 @@ void RecordOutcome(Runtime& runtime, const RequestOutcome& o) {
                           code == absl::StatusCode::kUnknown ||
                           code == absl::StatusCode::kDataLoss)
                              ? LogLevel::kError
-                             : LogLevel::kInfo;
+                             : runtime.options().request_log_level;
   if (!LogEnabled(level)) return;
   std::string line = absl::StrCat("request rpc=", o.rpc, " id=", o.request_id,
                                   " status=", absl::StatusCodeToString(code));

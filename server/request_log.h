@@ -8,7 +8,8 @@
 //     queue_us=2 h2d_us=0 kernel_us=812 d2h_us=0 total_us=840 tflops=0.010
 //
 // (one line in the log). Failures carry code and message instead of
-// timings, at info level, or error for INTERNAL/UNKNOWN/DATA_LOSS.
+// timings. Logged at options.request_log_level, or at error for
+// INTERNAL/UNKNOWN/DATA_LOSS.
 #ifndef ATTN_SERVER_REQUEST_LOG_H_
 #define ATTN_SERVER_REQUEST_LOG_H_
 

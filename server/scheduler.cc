@@ -101,9 +101,8 @@ absl::Status Scheduler::Submit(std::unique_ptr<Job>& job) {
       if (full()) PurgeLocked(now, &dropped);
       if (full()) {
         admitted = absl::ResourceExhaustedError(absl::StrFormat(
-            "request queue is full: %d requests waiting for %d busy workers "
-            "(--queue_capacity=%d); retry later",
-            queue_.size(), executors_.size(), capacity_));
+            "request queue is full: %d waiting, %d running (--queue_capacity=%d); retry later",
+            queue_.size(), running_, capacity_));
       } else {
         queue_.push_back(Entry{std::move(job), now});
       }

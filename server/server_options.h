@@ -12,6 +12,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "log.h"
 
 namespace attn::server {
 
@@ -36,6 +37,8 @@ struct Limits {
   // fits B=4, S=4096, H=16, D=128 (64 MiB per 16-bit tensor).
   int64_t max_tokens_per_request = int64_t{1} << 25;
   // Requests waiting for a worker beyond which new ones get RESOURCE_EXHAUSTED.
+  // Each waiting request holds its tensors in memory (up to 3 x 64 MiB at
+  // the default token limit): size it to the host's memory.
   int queue_capacity = 64;
   // Bytes that AttendStream calls may hold (q, k, v as they arrive, and the
   // output), over all such calls together. 0: four calls of the largest size.
@@ -81,6 +84,10 @@ struct ServerOptions {
 
   // Register the gRPC server reflection service (grpcurl, grpc_cli).
   bool reflection = true;
+
+  // Level of the one-line-per-request log (failures with INTERNAL, UNKNOWN
+  // or DATA_LOSS are always logged at error).
+  LogLevel request_log_level = LogLevel::kInfo;
 };
 
 }  // namespace attn::server
