@@ -52,9 +52,10 @@ struct Background {
   }
 };
 
-// Seconds of work for the only worker of a --cpu_threads=1 server.
+// Seconds of work for the only worker of a --cpu_threads=1 server (51 GFLOP:
+// about 5 s on a 2020s core), far longer than the drain steps below take.
 pb::AttendRequest SlowRequest() {
-  return MakeRequest(MakeRandomInputs({1, 4096, 8, 64}, DType::kBFloat16, 7), "slow");
+  return MakeRequest(MakeRandomInputs({1, 4096, 12, 64}, DType::kBFloat16, 7), "slow");
 }
 pb::AttendRequest SmallRequest(const std::string& id) {
   return MakeRequest(MakeRandomInputs({1, 16, 2, 64}, DType::kBFloat16, FreshSeed()), id);
@@ -155,7 +156,7 @@ TEST(LifecycleTest, CudaBackendWithoutDeviceFailsStartup) {
 // UNAVAILABLE while the running request completes, and exits 0.
 TEST(LifecycleTest, GracefulShutdownFinishesInFlightWork) {
   auto server = ServerProcess::Start(
-      {"--backend=cpu", "--cpu_workers=1", "--cpu_threads=1", "--drain_delay_s=1"});
+      {"--backend=cpu", "--cpu_workers=1", "--cpu_threads=1", "--drain_delay_s=0.3"});
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = pb::Attention::NewStub((*server)->NewChannel());
   Background slow;
