@@ -70,8 +70,8 @@ void AttendStreamReactor::OnReadDone(bool ok) {
 absl::Status AttendStreamReactor::OnHeader(const pb::AttendRequest& header) {
   absl::StatusOr<RequestSpec> spec =
       DecodeRequestHeader(header, runtime_->limits(), runtime_->catalog());
-  request_id_ = (spec.ok() && !header.request_id().empty()) ? header.request_id()
-                                                            : runtime_->NextRequestId();
+  request_id_ =
+      (spec.ok() && !header.request_id().empty()) ? header.request_id() : runtime_->NextRequestId();
   if (!spec.ok()) return spec.status();
   spec->request_id = request_id_;
   const std::string* inline_tensors[3] = {&header.q(), &header.k(), &header.v()};
@@ -132,9 +132,8 @@ absl::Status AttendStreamReactor::OnChunk(const pb::TensorChunk& chunk) {
   const int64_t size = static_cast<int64_t>(chunk.data().size());
   if (size > needed - received) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "chunk of %s at offset %d has %d bytes, past the end of %s: shape %s in %s needs %d",
-        name, chunk.offset(), size, name, spec_->shape.ToString(), DTypeName(spec_->dtype),
-        needed));
+        "chunk of %s at offset %d has %d bytes, past the end of %s: shape %s in %s needs %d", name,
+        chunk.offset(), size, name, spec_->shape.ToString(), DTypeName(spec_->dtype), needed));
   }
   input.append(chunk.data());
   return absl::OkStatus();
@@ -143,17 +142,16 @@ absl::Status AttendStreamReactor::OnChunk(const pb::TensorChunk& chunk) {
 void AttendStreamReactor::OnInputComplete() {
   if (!spec_.has_value()) {
     request_id_ = runtime_->NextRequestId();
-    Fail(absl::InvalidArgumentError("AttendStream ended before its header"),
-         FailureKind::kOther);
+    Fail(absl::InvalidArgumentError("AttendStream ended before its header"), FailureKind::kOther);
     return;
   }
   for (int i = 0; i < 3; ++i) {
     const int64_t received = static_cast<int64_t>(inputs_[i].size());
     if (received != spec_->TensorBytes()) {
-      Fail(absl::InvalidArgumentError(absl::StrFormat(
-               "AttendStream ended with %d of the %d bytes of %s (shape %s in %s)", received,
-               spec_->TensorBytes(), kInputNames[i], spec_->shape.ToString(),
-               DTypeName(spec_->dtype))),
+      Fail(absl::InvalidArgumentError(
+               absl::StrFormat("AttendStream ended with %d of the %d bytes of %s (shape %s in %s)",
+                               received, spec_->TensorBytes(), kInputNames[i],
+                               spec_->shape.ToString(), DTypeName(spec_->dtype))),
            FailureKind::kOther);
       return;
     }
@@ -227,8 +225,8 @@ void AttendStreamReactor::Fail(const absl::Status& status, FailureKind kind) {
   if (request_id_.empty()) request_id_ = runtime_->NextRequestId();
   PhaseTimes times = times_;
   times.total_ns = ToNanos(absl::Now() - arrival_);
-  RecordOutcome(*runtime_, {kRpc, request_id_, spec_.has_value() ? &*spec_ : nullptr, status,
-                            kind, times, ""});
+  RecordOutcome(*runtime_, {kRpc, request_id_, spec_.has_value() ? &*spec_ : nullptr, status, kind,
+                            times, ""});
   Finish(ToGrpcStatus(status));
 }
 

@@ -32,8 +32,7 @@ class AttentionService final : public attnserve::v1::Attention::CallbackService 
   grpc::ServerUnaryReactor* Attend(grpc::CallbackServerContext* context,
                                    const attnserve::v1::AttendRequest* request,
                                    attnserve::v1::AttendResponse* response) override;
-  grpc::ServerBidiReactor<attnserve::v1::AttendStreamRequest,
-                          attnserve::v1::AttendStreamResponse>*
+  grpc::ServerBidiReactor<attnserve::v1::AttendStreamRequest, attnserve::v1::AttendStreamResponse>*
   AttendStream(grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* ListKernels(grpc::CallbackServerContext* context,
                                         const attnserve::v1::ListKernelsRequest* request,

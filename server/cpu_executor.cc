@@ -18,8 +18,8 @@ CpuExecutor::CpuExecutor(int threads)
 absl::Status CpuExecutor::Run(Job& job) {
   const RequestSpec& spec = job.spec;
   if (spec.kernel.backend != Backend::kCpu) {
-    return absl::InternalError(absl::StrCat("CpuExecutor given kernel '", spec.kernel.name,
-                                            "' of another backend"));
+    return absl::InternalError(
+        absl::StrCat("CpuExecutor given kernel '", spec.kernel.name, "' of another backend"));
   }
   job.out->resize(static_cast<size_t>(spec.TensorBytes()));
   AttentionArgs args;

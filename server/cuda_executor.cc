@@ -91,8 +91,7 @@ class CudaExecutor : public Executor {
     CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()), ordinal_);
     if (!launched.ok()) {
       return absl::Status(launched.code(), absl::StrFormat("warm-up of kernel '%s' on %s: %s",
-                                                           kernel.name, name_,
-                                                           launched.message()));
+                                                           kernel.name, name_, launched.message()));
     }
     CUDA_RETURN_IF_ERROR(cudaGetLastError(), ordinal_);
     return absl::OkStatus();
@@ -118,8 +117,8 @@ class CudaExecutor : public Executor {
     const RequestSpec& spec = job.spec;
     const int64_t bytes = spec.TensorBytes();
     if (spec.kernel.backend != Backend::kCuda) {
-      return absl::InternalError(absl::StrFormat("%s given kernel '%s' of another backend",
-                                                 name_, spec.kernel.name));
+      return absl::InternalError(
+          absl::StrFormat("%s given kernel '%s' of another backend", name_, spec.kernel.name));
     }
     if (bytes > capacity_) {  // the front end's token limit makes this unreachable
       return absl::ResourceExhaustedError(absl::StrFormat(
@@ -146,8 +145,8 @@ class CudaExecutor : public Executor {
       cudaStreamSynchronize(stream_.get());
       return status;
     }
-    RETURN_IF_ERROR(CudaStatus(synced, "cudaEventSynchronize(d2h_done)", ordinal_, __FILE__,
-                               __LINE__));
+    RETURN_IF_ERROR(
+        CudaStatus(synced, "cudaEventSynchronize(d2h_done)", ordinal_, __FILE__, __LINE__));
 
     const int64_t h2d_ns = EventNanos(start_.get(), h2d_done_.get(), ordinal_, &status);
     const int64_t kernel_ns = EventNanos(h2d_done_.get(), kernel_done_.get(), ordinal_, &status);
@@ -166,8 +165,8 @@ class CudaExecutor : public Executor {
 
   CudaExecutor(const DeviceInfo& device, int stream_index, int64_t capacity)
       : ordinal_(device.ordinal),
-        name_(absl::StrFormat("%s (cuda:%d, stream %d)", device.name, device.ordinal,
-                              stream_index)),
+        name_(
+            absl::StrFormat("%s (cuda:%d, stream %d)", device.name, device.ordinal, stream_index)),
         capacity_(capacity) {}
 
   AttentionArgs DeviceArgs(const Shape& shape, DType dtype, float softmax_scale) const {
@@ -184,14 +183,14 @@ class CudaExecutor : public Executor {
     cudaStream_t stream = stream_.get();
     const char* staged = static_cast<const char*>(h_in_.get());
     CUDA_RETURN_IF_ERROR(cudaEventRecord(start_.get(), stream), ordinal_);
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_q_.get(), staged, bytes, cudaMemcpyHostToDevice, stream),
+                         ordinal_);
     CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(d_q_.get(), staged, bytes, cudaMemcpyHostToDevice, stream), ordinal_);
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_k_.get(), staged + capacity_, bytes,
-                                         cudaMemcpyHostToDevice, stream),
-                         ordinal_);
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_v_.get(), staged + 2 * capacity_, bytes,
-                                         cudaMemcpyHostToDevice, stream),
-                         ordinal_);
+        cudaMemcpyAsync(d_k_.get(), staged + capacity_, bytes, cudaMemcpyHostToDevice, stream),
+        ordinal_);
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(d_v_.get(), staged + 2 * capacity_, bytes, cudaMemcpyHostToDevice, stream),
+        ordinal_);
     CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_out_.get(), kPoisonByte, bytes, stream), ordinal_);
     CUDA_RETURN_IF_ERROR(cudaEventRecord(h2d_done_.get(), stream), ordinal_);
     RETURN_IF_ERROR(
@@ -207,11 +206,11 @@ class CudaExecutor : public Executor {
   const int ordinal_;
   const std::string name_;
   const int64_t capacity_;  // bytes of each tensor buffer
-  bool healthy_ = true;      // read and written on the worker thread only
+  bool healthy_ = true;     // read and written on the worker thread only
   CudaStream stream_;
   CudaEvent start_, h2d_done_, kernel_done_, d2h_done_;
   DeviceBuffer d_q_, d_k_, d_v_, d_out_;
-  PinnedBuffer h_in_;   // q, k, v at offsets 0, capacity_, 2 * capacity_
+  PinnedBuffer h_in_;  // q, k, v at offsets 0, capacity_, 2 * capacity_
   PinnedBuffer h_out_;
 };
 
@@ -225,8 +224,8 @@ absl::Status CheckMemory(const DeviceInfo& device, int streams, int64_t max_tens
     return absl::ResourceExhaustedError(absl::StrFormat(
         "cuda:%d (%s) has %.0f MiB free; %d streams (--streams_per_device) x 4 buffers x "
         "%.0f MiB (--max_tokens_per_request) need %.0f MiB",
-        device.ordinal, device.name, free_bytes / 1048576.0, streams,
-        max_tensor_bytes / 1048576.0, needed / 1048576.0));
+        device.ordinal, device.name, free_bytes / 1048576.0, streams, max_tensor_bytes / 1048576.0,
+        needed / 1048576.0));
   }
   return absl::OkStatus();
 }
@@ -255,8 +254,8 @@ std::string CudaVersionString() {
   int runtime = 0, driver = 0;
   cudaRuntimeGetVersion(&runtime);
   cudaDriverGetVersion(&driver);
-  return absl::StrFormat("CUDA runtime %d.%d, driver %d.%d", runtime / 1000,
-                         (runtime % 1000) / 10, driver / 1000, (driver % 1000) / 10);
+  return absl::StrFormat("CUDA runtime %d.%d, driver %d.%d", runtime / 1000, (runtime % 1000) / 10,
+                         driver / 1000, (driver % 1000) / 10);
 }
 
 }  // namespace attn::server

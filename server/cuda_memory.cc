@@ -8,8 +8,8 @@ absl::Status CudaStatus(cudaError_t error, const char* call, int device, const c
                         int line) {
   if (error == cudaSuccess) return absl::OkStatus();
   const std::string message =
-      absl::StrFormat("%s failed on cuda:%d: %s: %s (%s:%d)", call, device,
-                      cudaGetErrorName(error), cudaGetErrorString(error), file, line);
+      absl::StrFormat("%s failed on cuda:%d: %s: %s (%s:%d)", call, device, cudaGetErrorName(error),
+                      cudaGetErrorString(error), file, line);
   if (error == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(message);
   return absl::InternalError(message);
 }

@@ -30,12 +30,11 @@ absl::Status CudaStatus(cudaError_t error, const char* call, int device, const c
 
 // Evaluates a CUDA runtime call; returns its error as a Status naming the
 // call, the device and the call site.
-#define CUDA_RETURN_IF_ERROR(call, device)                                                 \
-  do {                                                                                     \
-    if (const cudaError_t attn_cuda_error_ = (call); attn_cuda_error_ != cudaSuccess) {    \
-      return ::attn::server::CudaStatus(attn_cuda_error_, #call, (device), __FILE__,       \
-                                        __LINE__);                                         \
-    }                                                                                      \
+#define CUDA_RETURN_IF_ERROR(call, device)                                                      \
+  do {                                                                                          \
+    if (const cudaError_t attn_cuda_error_ = (call); attn_cuda_error_ != cudaSuccess) {         \
+      return ::attn::server::CudaStatus(attn_cuda_error_, #call, (device), __FILE__, __LINE__); \
+    }                                                                                           \
   } while (false)
 
 namespace attn::server {
@@ -65,8 +64,8 @@ class CudaHandle {
   Handle handle_{};
 };
 
-using DeviceBuffer = CudaHandle<void*, cudaFree>;       // cudaMalloc'd memory
-using PinnedBuffer = CudaHandle<void*, cudaFreeHost>;   // cudaHostAlloc'd memory
+using DeviceBuffer = CudaHandle<void*, cudaFree>;      // cudaMalloc'd memory
+using PinnedBuffer = CudaHandle<void*, cudaFreeHost>;  // cudaHostAlloc'd memory
 using CudaStream = CudaHandle<cudaStream_t, cudaStreamDestroy>;
 using CudaEvent = CudaHandle<cudaEvent_t, cudaEventDestroy>;
 

@@ -65,7 +65,7 @@ struct Job {
   // Output: the executor resizes it to spec.TensorBytes() and writes O.
   std::string* out = nullptr;
 
-  absl::Time arrival;                          // total_ns counts from here
+  absl::Time arrival;                            // total_ns counts from here
   absl::Time deadline = absl::InfiniteFuture();  // the client's deadline
   // Set by the front end when the client cancels; may be null.
   const std::atomic<bool>* cancelled = nullptr;

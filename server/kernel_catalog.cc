@@ -29,20 +29,20 @@ absl::Status CheckShapeForKernel(const Shape& shape, const KernelInfo& kernel) {
                         shape.head_dim, kernel.name, kMaxCpuHeadDim));
   }
   if (kernel.seq_multiple > 1 && shape.seq_len % kernel.seq_multiple != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "shape.seq_len is %d; kernel '%s' needs a multiple of %d (its block size)",
-        shape.seq_len, kernel.name, kernel.seq_multiple));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("shape.seq_len is %d; kernel '%s' needs a multiple of %d (its block size)",
+                        shape.seq_len, kernel.name, kernel.seq_multiple));
   }
   if (kernel.backend == Backend::kCuda) {
     if (shape.batch > kMaxGridYZ) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "shape.batch is %d; kernel '%s' supports at most %d", shape.batch, kernel.name,
-          kMaxGridYZ));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("shape.batch is %d; kernel '%s' supports at most %d", shape.batch,
+                          kernel.name, kMaxGridYZ));
     }
     if (shape.num_heads > kMaxGridYZ) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "shape.num_heads is %d; kernel '%s' supports at most %d", shape.num_heads,
-          kernel.name, kMaxGridYZ));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("shape.num_heads is %d; kernel '%s' supports at most %d", shape.num_heads,
+                          kernel.name, kMaxGridYZ));
     }
   }
   return absl::OkStatus();
@@ -89,9 +89,9 @@ absl::StatusOr<KernelInfo> KernelCatalog::Resolve(absl::string_view name,
   for (auto it = kernels_.rbegin(); it != kernels_.rend(); ++it) {
     if (CheckShapeForKernel(shape, *it).ok()) return *it;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      default_fits.message(), "; no kernel of the ", BackendName(backend_),
-      " backend accepts shape ", shape.ToString()));
+  return absl::InvalidArgumentError(absl::StrCat(default_fits.message(), "; no kernel of the ",
+                                                 BackendName(backend_), " backend accepts shape ",
+                                                 shape.ToString()));
 }
 
 }  // namespace attn::server

@@ -41,11 +41,11 @@ std::string AbslUnparseFlag(LogLevel level);
 }  // namespace attn::server
 
 // LOGF(kInfo, "listening on %s", address): formats only when enabled.
-#define LOGF(level, ...)                                                          \
-  do {                                                                            \
-    if (::attn::server::LogEnabled(::attn::server::LogLevel::level)) {            \
+#define LOGF(level, ...)                                                                  \
+  do {                                                                                    \
+    if (::attn::server::LogEnabled(::attn::server::LogLevel::level)) {                    \
       ::attn::server::Log(::attn::server::LogLevel::level, absl::StrFormat(__VA_ARGS__)); \
-    }                                                                             \
+    }                                                                                     \
   } while (false)
 
 #endif  // ATTN_SERVER_LOG_H_

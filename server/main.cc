@@ -126,7 +126,8 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
       return false;
     }
   }
-  if (options->drain_delay < absl::ZeroDuration() || options->drain_timeout < absl::ZeroDuration()) {
+  if (options->drain_delay < absl::ZeroDuration() ||
+      options->drain_timeout < absl::ZeroDuration()) {
     *error = "--drain_delay_s and --drain_timeout_s must be >= 0";
     return false;
   }

@@ -39,8 +39,7 @@ void RecordOutcome(Runtime& runtime, const RequestOutcome& o) {
 
   const absl::StatusCode code = o.status.code();
   const LogLevel level = (code == absl::StatusCode::kInternal ||
-                          code == absl::StatusCode::kUnknown ||
-                          code == absl::StatusCode::kDataLoss)
+                          code == absl::StatusCode::kUnknown || code == absl::StatusCode::kDataLoss)
                              ? LogLevel::kError
                              : runtime.options().request_log_level;
   if (!LogEnabled(level)) return;

@@ -25,7 +25,7 @@ namespace attn::server {
 FailureKind ClassifySchedulerStatus(const absl::Status& status);
 
 struct RequestOutcome {
-  absl::string_view rpc;         // "Attend" or "AttendStream"
+  absl::string_view rpc;  // "Attend" or "AttendStream"
   absl::string_view request_id;
   const RequestSpec* spec = nullptr;  // null when the request did not decode
   absl::Status status;

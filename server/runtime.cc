@@ -41,15 +41,14 @@ Runtime::Runtime(const ServerOptions& options, KernelCatalog catalog)
       stream_budget_(options.limits.StreamBufferBudget()),
       id_prefix_(RandomPrefix()) {}
 
-absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
-    const ServerOptions& options, absl::AnyInvocable<void()> on_all_failed) {
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const ServerOptions& options,
+                                                         absl::AnyInvocable<void()> on_all_failed) {
   ASSIGN_OR_RETURN(BackendSetup setup, CreateBackend(options));
   std::unique_ptr<Runtime> runtime(new Runtime(options, std::move(setup.catalog)));
   runtime->devices_ = std::move(setup.devices);
   runtime->choice_reason_ = std::move(setup.choice_reason);
-  runtime->scheduler_ =
-      std::make_unique<Scheduler>(std::move(setup.executors), options.limits.queue_capacity,
-                                  std::move(on_all_failed));
+  runtime->scheduler_ = std::make_unique<Scheduler>(
+      std::move(setup.executors), options.limits.queue_capacity, std::move(on_all_failed));
   return runtime;
 }
 
@@ -116,8 +115,7 @@ void Runtime::FillKernels(pb::ListKernelsResponse* response) const {
     d->set_description(kernel.description);
     d->set_backend(std::string(BackendName(kernel.backend)));
     d->set_head_dim(kernel.head_dim);
-    d->set_max_head_dim(kernel.head_dim != 0 ? kernel.head_dim
-                                             : static_cast<int>(kMaxCpuHeadDim));
+    d->set_max_head_dim(kernel.head_dim != 0 ? kernel.head_dim : static_cast<int>(kMaxCpuHeadDim));
     d->set_seq_multiple(kernel.seq_multiple);
     d->set_block_m(kernel.block_m);
     d->set_block_n(kernel.block_n);

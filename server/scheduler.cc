@@ -63,8 +63,7 @@ void Scheduler::Complete(std::unique_ptr<Job> job, absl::Status status) {
   done(std::move(job), std::move(status));
 }
 
-void Scheduler::PurgeLocked(absl::Time now,
-                            std::vector<std::pair<Entry, absl::Status>>* dropped) {
+void Scheduler::PurgeLocked(absl::Time now, std::vector<std::pair<Entry, absl::Status>>* dropped) {
   for (auto it = queue_.begin(); it != queue_.end();) {
     absl::Status reason = Admissible(*it->job, now, now - it->enqueued);
     if (reason.ok()) {
@@ -124,10 +123,7 @@ void Scheduler::WorkerLoop(Executor* executor) {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](Scheduler* s) {
-            return !s->queue_.empty() || s->stopped_;
-          },
-          this));
+          +[](Scheduler* s) { return !s->queue_.empty() || s->stopped_; }, this));
       if (queue_.empty()) return;  // stopped and drained
       entry = std::move(queue_.front());
       queue_.pop_front();

@@ -2,12 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "attention_service.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/server_builder_option.h"
@@ -15,7 +16,6 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
-#include "attention_service.h"
 #include "log.h"
 #include "runtime.h"
 #include "status_util.h"
@@ -88,8 +88,8 @@ absl::StatusOr<std::unique_ptr<AttentionServer>> AttentionServer::Create(
   builder.SetMaxSendMessageSize(max_message);
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", options.listen, " (--listen): address in use or invalid"));
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen,
+                                               " (--listen): address in use or invalid"));
   }
   // The default health service starts out SERVING; say otherwise until Start.
   server->SetServing(false);
@@ -144,8 +144,10 @@ void AttentionServer::Shutdown() {
   if (service_->calls().WaitIdle(options_.drain_timeout)) {
     LOGF(kInfo, "drained: every call finished");
   } else {
-    LOGF(kWarning, "drain timeout: cancelling %d calls still in flight (their running "
-         "kernels finish first)", service_->calls().active());
+    LOGF(kWarning,
+         "drain timeout: cancelling %d calls still in flight (their running "
+         "kernels finish first)",
+         service_->calls().active());
   }
   grpc_server_->Shutdown(absl::ToChronoTime(absl::Now()));
   // No call is left to submit work; let the workers finish and join them.

@@ -15,7 +15,8 @@ absl::string_view BackendChoiceName(BackendChoice choice) {
 }
 
 bool AbslParseFlag(absl::string_view text, BackendChoice* choice, std::string* error) {
-  for (BackendChoice candidate : {BackendChoice::kAuto, BackendChoice::kCuda, BackendChoice::kCpu}) {
+  for (BackendChoice candidate :
+       {BackendChoice::kAuto, BackendChoice::kCuda, BackendChoice::kCpu}) {
     if (text == BackendChoiceName(candidate)) {
       *choice = candidate;
       return true;

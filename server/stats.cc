@@ -9,9 +9,7 @@ namespace {
 void Add(std::atomic<int64_t>& counter, int64_t value) {
   counter.fetch_add(value, std::memory_order_relaxed);
 }
-int64_t Get(const std::atomic<int64_t>& counter) {
-  return counter.load(std::memory_order_relaxed);
-}
+int64_t Get(const std::atomic<int64_t>& counter) { return counter.load(std::memory_order_relaxed); }
 
 }  // namespace
 

@@ -41,8 +41,8 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 // else moves its value into `lhs` (a declaration or an lvalue).
 #define ASSIGN_OR_RETURN(lhs, rexpr) \
   ATTN_ASSIGN_OR_RETURN_IMPL_(ATTN_STATUS_CONCAT_(attn_statusor_, __LINE__), lhs, rexpr)
-#define ATTN_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
-  auto statusor = (rexpr);                                \
+#define ATTN_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr)  \
+  auto statusor = (rexpr);                                 \
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = std::move(statusor).value()
 

@@ -76,8 +76,7 @@ absl::StatusOr<Shape> DecodeShape(const pb::AttendRequest& request, const Limits
     elements *= dim.value;
   }
   if (overflow || elements > limits.max_tokens_per_request) {
-    const std::string needed = overflow ? std::string("more than 2^63")
-                                        : absl::StrCat(elements);
+    const std::string needed = overflow ? std::string("more than 2^63") : absl::StrCat(elements);
     return absl::ResourceExhaustedError(absl::StrFormat(
         "request needs %s tokens (batch*seq_len*num_heads*head_dim of shape %s); this "
         "server's limit is %d (--max_tokens_per_request)",
@@ -100,8 +99,7 @@ absl::StatusOr<RequestSpec> DecodeRequestHeader(const pb::AttendRequest& request
     const float scale = request.softmax_scale();
     if (!std::isfinite(scale) || scale <= 0.0f) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "softmax_scale is %g; it must be finite and > 0 (or unset for 1/sqrt(head_dim))",
-          scale));
+          "softmax_scale is %g; it must be finite and > 0 (or unset for 1/sqrt(head_dim))", scale));
     }
     spec.softmax_scale = scale;
   }
@@ -114,9 +112,9 @@ absl::Status CheckTensorBytes(absl::string_view name, int64_t bytes, const Reque
   const int64_t needed = spec.TensorBytes();
   if (bytes == needed) return absl::OkStatus();
   if (bytes == 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s is empty; shape %s in %s needs %d bytes", name, spec.shape.ToString(),
-        DTypeName(spec.dtype), needed));
+    return absl::InvalidArgumentError(absl::StrFormat("%s is empty; shape %s in %s needs %d bytes",
+                                                      name, spec.shape.ToString(),
+                                                      DTypeName(spec.dtype), needed));
   }
   return absl::InvalidArgumentError(absl::StrFormat("%s has %d bytes; shape %s in %s needs %d",
                                                     name, bytes, spec.shape.ToString(),

@@ -39,8 +39,7 @@ inline constexpr int64_t kMaxDimension = int64_t{1} << 31;
 // and the kernel (resolved through `catalog`). request_id is copied as is
 // (possibly empty).
 absl::StatusOr<RequestSpec> DecodeRequestHeader(const attnserve::v1::AttendRequest& request,
-                                                const Limits& limits,
-                                                const KernelCatalog& catalog);
+                                                const Limits& limits, const KernelCatalog& catalog);
 
 // INVALID_ARGUMENT unless tensor `name` ("q", "k", "v") has exactly the
 // bytes `spec` needs.
@@ -48,8 +47,7 @@ absl::Status CheckTensorBytes(absl::string_view name, int64_t bytes, const Reque
 
 // DecodeRequestHeader, then the byte counts of q, k and v.
 absl::StatusOr<RequestSpec> DecodeAttendRequest(const attnserve::v1::AttendRequest& request,
-                                                const Limits& limits,
-                                                const KernelCatalog& catalog);
+                                                const Limits& limits, const KernelCatalog& catalog);
 
 attnserve::v1::DType ToProto(DType dtype);
 void ToProto(const Shape& shape, attnserve::v1::TensorShape* proto);

@@ -35,7 +35,9 @@ constexpr bool kCuda = kBackend == "cuda";
 // tensors, wrong offsets, stale data) give errors of order 1.
 double Tolerance(DType dtype) { return dtype == DType::kBFloat16 ? 1e-2 : 5e-3; }
 
-double DefaultScale(const Shape& shape) { return 1.0 / std::sqrt(static_cast<double>(shape.head_dim)); }
+double DefaultScale(const Shape& shape) {
+  return 1.0 / std::sqrt(static_cast<double>(shape.head_dim));
+}
 
 std::vector<std::string> BackendFlags() {
   if (kCuda) return {"--backend=cuda", "--streams_per_device=2", "--stream_chunk_bytes=65536"};
@@ -191,8 +193,8 @@ TEST_F(E2eTest, AttendMatchesFloat64Reference) {
       pb::AttendResponse response;
       grpc::Status status = Call(*stub_, MakeRequest(in, id), &response);
       ASSERT_TRUE(status.ok()) << status.error_message();
-      EXPECT_TRUE(OutputMatchesReference(in, DefaultScale(shape), response.out(),
-                                         Tolerance(dtype)));
+      EXPECT_TRUE(
+          OutputMatchesReference(in, DefaultScale(shape), response.out(), Tolerance(dtype)));
       EXPECT_TRUE(TimingConsistent(response.timing()));
       EXPECT_EQ(response.request_id(), id);
       EXPECT_EQ(response.kernel(), *default_kernel_);
@@ -200,8 +202,8 @@ TEST_F(E2eTest, AttendMatchesFloat64Reference) {
       EXPECT_FALSE(response.device().empty());
       EXPECT_GT(response.kernel_tflops(), 0.0);
       EXPECT_EQ(response.shape().seq_len(), shape.seq_len);
-      EXPECT_EQ(response.dtype(), dtype == DType::kBFloat16 ? pb::DTYPE_BFLOAT16
-                                                            : pb::DTYPE_FLOAT16);
+      EXPECT_EQ(response.dtype(),
+                dtype == DType::kBFloat16 ? pb::DTYPE_BFLOAT16 : pb::DTYPE_FLOAT16);
       EXPECT_EQ(response.timing().receive_ns(), 0) << "unary calls have no upload phase";
       if (kCuda) {
         EXPECT_GT(response.timing().h2d_ns(), 0);
@@ -233,8 +235,8 @@ TEST_F(E2eTest, EveryListedKernelRunsByName) {
     grpc::Status status = Call(*stub_, MakeRequest(in, "by-name", kernel.name()), &response);
     ASSERT_TRUE(status.ok()) << status.error_message();
     EXPECT_EQ(response.kernel(), kernel.name());
-    EXPECT_TRUE(OutputMatchesReference(in, DefaultScale(shape), response.out(),
-                                       Tolerance(in.dtype)));
+    EXPECT_TRUE(
+        OutputMatchesReference(in, DefaultScale(shape), response.out(), Tolerance(in.dtype)));
   }
 }
 
@@ -261,8 +263,7 @@ TEST_F(E2eTest, StreamGivesTheSameOutputAsUnary) {
       EXPECT_EQ(streamed.header.shape().SerializeAsString(), unary.shape().SerializeAsString());
       EXPECT_TRUE(streamed.header.out().empty());
       EXPECT_TRUE(TimingConsistent(streamed.header.timing()));
-      EXPECT_TRUE(OutputMatchesReference(in, DefaultScale(shape), streamed.out,
-                                         Tolerance(dtype)));
+      EXPECT_TRUE(OutputMatchesReference(in, DefaultScale(shape), streamed.out, Tolerance(dtype)));
     }
   }
 }
@@ -291,9 +292,11 @@ TEST_F(E2eTest, EveryBadRequestGetsItsStatusAndTheServerKeepsServing) {
        grpc::StatusCode::INVALID_ARGUMENT, "shape.seq_len is 0"},
       {"negative heads", [](pb::AttendRequest& r) { r.mutable_shape()->set_num_heads(-2); },
        grpc::StatusCode::INVALID_ARGUMENT, "shape.num_heads is -2"},
-      {"huge head_dim", [](pb::AttendRequest& r) { r.mutable_shape()->set_head_dim(int64_t{1} << 40); },
+      {"huge head_dim",
+       [](pb::AttendRequest& r) { r.mutable_shape()->set_head_dim(int64_t{1} << 40); },
        grpc::StatusCode::INVALID_ARGUMENT, "shape.head_dim is 1099511627776; it must be between 1"},
-      {"huge seq_len", [](pb::AttendRequest& r) { r.mutable_shape()->set_seq_len(int64_t{1} << 30); },
+      {"huge seq_len",
+       [](pb::AttendRequest& r) { r.mutable_shape()->set_seq_len(int64_t{1} << 30); },
        grpc::StatusCode::RESOURCE_EXHAUSTED, "(--max_tokens_per_request)"},
       {"unsupported head_dim",
        [](pb::AttendRequest& r) { r.mutable_shape()->set_head_dim(kCuda ? 64 : 1024); },
@@ -323,8 +326,7 @@ TEST_F(E2eTest, EveryBadRequestGetsItsStatusAndTheServerKeepsServing) {
        grpc::StatusCode::INVALID_ARGUMENT, "softmax_scale is -1"},
       {"NaN softmax_scale", [](pb::AttendRequest& r) { r.set_softmax_scale(std::nanf("")); },
        grpc::StatusCode::INVALID_ARGUMENT, "softmax_scale is nan"},
-      {"infinite softmax_scale",
-       [](pb::AttendRequest& r) { r.set_softmax_scale(INFINITY); },
+      {"infinite softmax_scale", [](pb::AttendRequest& r) { r.set_softmax_scale(INFINITY); },
        grpc::StatusCode::INVALID_ARGUMENT, "softmax_scale is inf"},
       {"long request_id", [](pb::AttendRequest& r) { r.set_request_id(std::string(300, 'x')); },
        grpc::StatusCode::INVALID_ARGUMENT, "request_id has 300 bytes; the limit is 128"},
@@ -350,8 +352,7 @@ TEST_F(E2eTest, EveryBadRequestGetsItsStatusAndTheServerKeepsServing) {
     grpc::Status status = Call(*stub_, request, &response, absl::Seconds(30));
     EXPECT_EQ(status.error_code(), bad.code) << status.error_message();
     EXPECT_NE(status.error_message().find(bad.message_part), std::string::npos)
-        << "message: " << status.error_message() << "\nexpected to contain: "
-        << bad.message_part;
+        << "message: " << status.error_message() << "\nexpected to contain: " << bad.message_part;
     ExpectServerStillServes(bad.name);
   }
 }
@@ -380,10 +381,17 @@ TEST_F(E2eTest, EveryBadStreamGetsItsStatusAndTheServerKeepsServing) {
   };
   const std::vector<StreamCase> cases = {
       {"no messages", {}, grpc::StatusCode::INVALID_ARGUMENT, "ended before its header"},
-      {"chunk first", {Chunk(pb::TENSOR_Q, 0, half)}, grpc::StatusCode::INVALID_ARGUMENT,
+      {"chunk first",
+       {Chunk(pb::TENSOR_Q, 0, half)},
+       grpc::StatusCode::INVALID_ARGUMENT,
        "first AttendStream message must be a header"},
-      {"bad header", {bad_header}, grpc::StatusCode::INVALID_ARGUMENT, "dtype is DTYPE_UNSPECIFIED"},
-      {"tensor inside the header", {header_with_q}, grpc::StatusCode::INVALID_ARGUMENT,
+      {"bad header",
+       {bad_header},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "dtype is DTYPE_UNSPECIFIED"},
+      {"tensor inside the header",
+       {header_with_q},
+       grpc::StatusCode::INVALID_ARGUMENT,
        absl::StrCat("header.q has ", bytes, " bytes")},
       {"second header", all({HeaderOf(request), HeaderOf(request)}),
        grpc::StatusCode::INVALID_ARGUMENT, "second header"},
@@ -396,14 +404,20 @@ TEST_F(E2eTest, EveryBadStreamGetsItsStatusAndTheServerKeepsServing) {
        grpc::StatusCode::INVALID_ARGUMENT,
        absl::StrCat("chunk.offset is 0 for q; expected ", half.size())},
       {"chunk past the end",
-       {HeaderOf(request), Chunk(pb::TENSOR_V, 0, q + "xx")}, grpc::StatusCode::INVALID_ARGUMENT,
+       {HeaderOf(request), Chunk(pb::TENSOR_V, 0, q + "xx")},
+       grpc::StatusCode::INVALID_ARGUMENT,
        absl::StrCat("chunk of v at offset 0 has ", bytes + 2, " bytes, past the end of v")},
-      {"output chunk in a request", {HeaderOf(request), Chunk(pb::TENSOR_OUT, 0, half)},
-       grpc::StatusCode::INVALID_ARGUMENT, "chunk.tensor is TENSOR_OUT"},
-      {"unnamed chunk", {HeaderOf(request), Chunk(pb::TENSOR_UNSPECIFIED, 0, half)},
-       grpc::StatusCode::INVALID_ARGUMENT, "chunk.tensor is TENSOR_UNSPECIFIED"},
+      {"output chunk in a request",
+       {HeaderOf(request), Chunk(pb::TENSOR_OUT, 0, half)},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "chunk.tensor is TENSOR_OUT"},
+      {"unnamed chunk",
+       {HeaderOf(request), Chunk(pb::TENSOR_UNSPECIFIED, 0, half)},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "chunk.tensor is TENSOR_UNSPECIFIED"},
       {"missing v",
-       {HeaderOf(request), Chunk(pb::TENSOR_Q, 0, request.q()), Chunk(pb::TENSOR_K, 0, request.k())},
+       {HeaderOf(request), Chunk(pb::TENSOR_Q, 0, request.q()),
+        Chunk(pb::TENSOR_K, 0, request.k())},
        grpc::StatusCode::INVALID_ARGUMENT,
        absl::StrCat("AttendStream ended with 0 of the ", bytes, " bytes of v")},
       {"truncated q",
@@ -417,8 +431,7 @@ TEST_F(E2eTest, EveryBadStreamGetsItsStatusAndTheServerKeepsServing) {
     grpc::Status status = SendRawStream(*stub_, bad.messages);
     EXPECT_EQ(status.error_code(), bad.code) << status.error_message();
     EXPECT_NE(status.error_message().find(bad.message_part), std::string::npos)
-        << "message: " << status.error_message() << "\nexpected to contain: "
-        << bad.message_part;
+        << "message: " << status.error_message() << "\nexpected to contain: " << bad.message_part;
     StreamResult good = AttendViaStream(*stub_, request, 1000);
     EXPECT_TRUE(good.status.ok()) << "a good stream after '" << bad.name
                                   << "' failed: " << good.status.error_message();
@@ -493,8 +506,8 @@ TEST_F(E2eTest, LargeRequestUnaryAndStream) {
   pb::AttendResponse unary;
   grpc::Status status = Call(*stub_, request, &unary, absl::Seconds(300));
   ASSERT_TRUE(status.ok()) << status.error_message();
-  EXPECT_TRUE(OutputMatchesReference(in, DefaultScale(shape), unary.out(),
-                                     Tolerance(in.dtype), kCuda ? 64 : 0));
+  EXPECT_TRUE(OutputMatchesReference(in, DefaultScale(shape), unary.out(), Tolerance(in.dtype),
+                                     kCuda ? 64 : 0));
   EXPECT_TRUE(TimingConsistent(unary.timing()));
   const pb::Timing& t = unary.timing();
   std::printf(
@@ -514,9 +527,9 @@ TEST_F(E2eTest, LargeRequestUnaryAndStream) {
 // and room for one such AttendStream call.
 TEST_F(E2eTest, MessageTokenAndStreamBufferLimits) {
   const int64_t tokens = 65536;
-  auto server = ServerProcess::Start(FlagsWith(
-      "--max_message_bytes=1048576", absl::StrCat("--max_tokens_per_request=", tokens),
-      absl::StrCat("--max_stream_buffer_bytes=", 4 * 2 * tokens)));
+  auto server = ServerProcess::Start(
+      FlagsWith("--max_message_bytes=1048576", absl::StrCat("--max_tokens_per_request=", tokens),
+                absl::StrCat("--max_stream_buffer_bytes=", 4 * 2 * tokens)));
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = pb::Attention::NewStub((*server)->NewChannel());
 
@@ -532,8 +545,8 @@ TEST_F(E2eTest, MessageTokenAndStreamBufferLimits) {
   too_many.mutable_shape()->set_batch(tokens);  // tokens x (S*H*D) elements
   status = Call(*stub, too_many, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_NE(status.error_message().find(absl::StrCat("this server's limit is ", tokens,
-                                                     " (--max_tokens_per_request)")),
+  EXPECT_NE(status.error_message().find(
+                absl::StrCat("this server's limit is ", tokens, " (--max_tokens_per_request)")),
             std::string::npos)
       << status.error_message();
   status = SendRawStream(*stub, {HeaderOf(too_many)});
@@ -602,9 +615,8 @@ class QueueTest : public ::testing::Test {
   void StartSlow(AsyncAttend& slow) {
     slow.request = MakeRequest(MakeRandomInputs({1, 4096, 8, 64}, DType::kBFloat16, 1), "slow");
     slow.Start(*stub_, absl::Seconds(300));
-    ASSERT_TRUE(WaitForStats(*stub_, [](const pb::ServerStats& s) {
-      return s.in_flight() == 1 && s.queued() == 0;
-    }));
+    ASSERT_TRUE(WaitForStats(
+        *stub_, [](const pb::ServerStats& s) { return s.in_flight() == 1 && s.queued() == 0; }));
   }
 
   static pb::AttendRequest GoodRequest(const std::string& id) {

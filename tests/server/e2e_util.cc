@@ -79,21 +79,20 @@ std::vector<double> ReferenceRow(const HostInputs& in, int64_t b, int64_t h, int
                                                   int sample_rows) {
   const Shape& s = in.shape;
   if (static_cast<int64_t>(out.size()) != s.NumElements() * 2) {
-    return ::testing::AssertionFailure()
-           << "out has " << out.size() << " bytes; expected " << s.NumElements() * 2 << " ("
-           << Describe(in) << ")";
+    return ::testing::AssertionFailure() << "out has " << out.size() << " bytes; expected "
+                                         << s.NumElements() * 2 << " (" << Describe(in) << ")";
   }
   const std::vector<uint16_t> bits = ToBits(out);
   const int64_t non_finite = CountNonFinite(bits, in.dtype);
   if (non_finite != 0) {
     return ::testing::AssertionFailure()
-           << non_finite << " of " << bits.size()
-           << " output elements are NaN/inf (unwritten?) (" << Describe(in) << ")";
+           << non_finite << " of " << bits.size() << " output elements are NaN/inf (unwritten?) ("
+           << Describe(in) << ")";
   }
   double error = 0.0;
   if (sample_rows <= 0) {
-    const std::vector<double> ref = AttentionNaiveF64(in.q_float.data(), in.k_float.data(),
-                                                      in.v_float.data(), s, scale);
+    const std::vector<double> ref =
+        AttentionNaiveF64(in.q_float.data(), in.k_float.data(), in.v_float.data(), s, scale);
     error = RelativeL2Error(bits, in.dtype, ref);
   } else {
     // Rows spread evenly over all (b, s, h), including the first and last.
@@ -115,8 +114,8 @@ std::vector<double> ReferenceRow(const HostInputs& in, int64_t b, int64_t h, int
     error = std::sqrt(diff) / std::sqrt(norm);
   }
   if (!(error < tolerance)) {
-    return ::testing::AssertionFailure() << "relative L2 error " << error << " >= " << tolerance
-                                         << " (" << Describe(in) << ")";
+    return ::testing::AssertionFailure()
+           << "relative L2 error " << error << " >= " << tolerance << " (" << Describe(in) << ")";
   }
   return ::testing::AssertionSuccess() << "relative L2 error " << error;
 }
@@ -130,13 +129,12 @@ std::vector<double> ReferenceRow(const HostInputs& in, int64_t b, int64_t h, int
     sum += part;
   }
   if (t.kernel_ns() <= 0 || t.total_ns() <= 0) {
-    return ::testing::AssertionFailure() << "kernel_ns and total_ns must be > 0: "
-                                         << t.ShortDebugString();
+    return ::testing::AssertionFailure()
+           << "kernel_ns and total_ns must be > 0: " << t.ShortDebugString();
   }
   if (sum > t.total_ns()) {
-    return ::testing::AssertionFailure()
-           << "parts add up to " << sum << " ns > total " << t.total_ns()
-           << " ns: " << t.ShortDebugString();
+    return ::testing::AssertionFailure() << "parts add up to " << sum << " ns > total "
+                                         << t.total_ns() << " ns: " << t.ShortDebugString();
   }
   return ::testing::AssertionSuccess();
 }

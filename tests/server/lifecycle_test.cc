@@ -147,8 +147,7 @@ TEST(LifecycleTest, CudaBackendWithoutDeviceFailsStartup) {
   if (!ListCudaDevices().empty()) GTEST_SKIP() << "a CUDA device is visible";
   auto server = ServerProcess::Start({"--backend=cuda"});
   ASSERT_FALSE(server.ok());
-  EXPECT_NE(server.status().message().find("exit code 1"), std::string::npos)
-      << server.status();
+  EXPECT_NE(server.status().message().find("exit code 1"), std::string::npos) << server.status();
 }
 
 // SIGTERM with a request running: health turns NOT_SERVING at once, the
@@ -179,7 +178,8 @@ TEST(LifecycleTest, GracefulShutdownFinishesInFlightWork) {
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(200)));
     refused = stub->Attend(&context, SmallRequest("during-drain"), &response);
     return refused.error_code() == grpc::StatusCode::UNAVAILABLE;
-  })) << "new calls were never refused; last: " << refused.error_message();
+  })) << "new calls were never refused; last: "
+      << refused.error_message();
   EXPECT_FALSE(slow.done.HasBeenNotified()) << "inconclusive: the slow request already ended";
 
   ASSERT_TRUE(slow.done.WaitForNotificationWithTimeout(absl::Seconds(120)));

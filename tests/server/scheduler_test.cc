@@ -79,8 +79,7 @@ struct Completions {
   void WaitFor(size_t n) {
     absl::MutexLock lock(&mu);
     wanted = n;
-    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(this, &Completions::Enough),
-                                    absl::Seconds(30)))
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(this, &Completions::Enough), absl::Seconds(30)))
         << "only " << done.size() << " of " << n << " jobs completed";
   }
   bool Enough() const { return done.size() >= wanted; }
@@ -112,8 +111,7 @@ class SchedulerTest : public ::testing::Test {
         std::make_unique<Scheduler>(std::move(executors), capacity, std::move(on_all_failed));
   }
 
-  std::unique_ptr<Job> NewJob(const std::string& id,
-                              absl::Time deadline = absl::InfiniteFuture()) {
+  std::unique_ptr<Job> NewJob(const std::string& id, absl::Time deadline = absl::InfiniteFuture()) {
     auto job = std::make_unique<Job>();
     job->spec.request_id = id;
     job->deadline = deadline;

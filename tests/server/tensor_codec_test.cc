@@ -103,8 +103,7 @@ TEST_F(CodecTest, RejectsMissingOrOutOfRangeShape) {
 TEST_F(CodecTest, RejectsShapesOverTheTokenLimit) {
   pb::AttendRequest request = Valid();
   request.mutable_shape()->set_seq_len(1 << 20);  // 2^20 * 2 * 64 = 2^27 elements
-  ExpectError(request, absl::StatusCode::kResourceExhausted,
-              "request needs 134217728 tokens");
+  ExpectError(request, absl::StatusCode::kResourceExhausted, "request needs 134217728 tokens");
   ExpectError(request, absl::StatusCode::kResourceExhausted,
               "this server's limit is 1048576 (--max_tokens_per_request)");
   // Every dimension at its maximum overflows int64; still a clean refusal.
@@ -223,7 +222,8 @@ TEST(KernelCatalogTest, ShapeRulesOfGpuKernels) {
   EXPECT_TRUE(CheckShapeForKernel(Shape{2, 128, 4, 128}, gpu).ok());
   absl::Status status = CheckShapeForKernel(Shape{1, 128, 4, 64}, gpu);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "shape.head_dim is 64; kernel 'k07_autotuned' supports only head_dim 128");
+  EXPECT_EQ(status.message(),
+            "shape.head_dim is 64; kernel 'k07_autotuned' supports only head_dim 128");
   status = CheckShapeForKernel(Shape{1, 100, 4, 128}, gpu);
   EXPECT_EQ(status.message(),
             "shape.seq_len is 100; kernel 'k07_autotuned' needs a multiple of 64 (its block size)");

@@ -76,7 +76,8 @@ std::string ServerProcess::BinaryPath() {
   return ATTN_SERVER_BINARY;
 }
 
-absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<std::string> flags) {
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
+    std::vector<std::string> flags) {
   Options options;
   options.flags = std::move(flags);
   return Start(std::move(options));
@@ -88,8 +89,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(Options opti
 
   std::string dir_template = TempRoot() + "/attn_server.XXXXXX";
   if (mkdtemp(dir_template.data()) == nullptr) {
-    return absl::InternalError(
-        absl::StrCat("mkdtemp(", dir_template, "): ", std::strerror(errno)));
+    return absl::InternalError(absl::StrCat("mkdtemp(", dir_template, "): ", std::strerror(errno)));
   }
   process->temp_dir_ = dir_template;
   process->port_file_ = process->temp_dir_ + "/port";
