@@ -90,6 +90,8 @@ int RunAttend(AttentionClient& client, const AttendCommandOptions& options, std:
       err << "attend: " << result.status().ToString() << "\n";
       return kExitFailure;
     }
+    // Only the last output is used; earlier ones would only hold memory.
+    if (!results.empty()) std::string().swap(results.back().out);
     results.push_back(*std::move(result));
   }
   const AttendResult& last = results.back();

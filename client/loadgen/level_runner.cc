@@ -24,17 +24,20 @@ int64_t LevelRunner::Elapsed() const { return MonotonicNanos() - start_ns_; }
 
 LevelRun LevelRunner::Run(const LevelSpec& spec) {
   spec_ = spec;
-  window_start_ns_ = absl::ToInt64Nanoseconds(spec.warmup);
-  window_end_ns_ = window_start_ns_ + absl::ToInt64Nanoseconds(spec.duration);
   {
+    // Under the lock: Progress() may be reading these from another thread.
+    // Completion callbacks read them unlocked, but only after the sends
+    // below, which order these writes before them.
     absl::MutexLock lock(&mu_);
+    window_start_ns_ = absl::ToInt64Nanoseconds(spec.warmup);
+    window_end_ns_ = window_start_ns_ + absl::ToInt64Nanoseconds(spec.duration);
     in_flight_ = measured_sent_ = warmup_sent_ = ok_ = failed_ = 0;
     send_stop_ns_ = -1;
     records_.clear();
+    start_ns_ = MonotonicNanos();
   }
   LevelRun run;
   run.spec = spec;
-  start_ns_ = MonotonicNanos();
 
   std::thread stats_thread([this, &run] {
     const int64_t wait = window_start_ns_ - Elapsed();

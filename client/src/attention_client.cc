@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "channel_factory.h"
+#include "grpc/grpc.h"
 #include "health_codec.h"
 #include "grpcpp/client_context.h"
 #include "monotonic_clock.h"
@@ -43,6 +44,21 @@ const char* ChannelStateName(grpc_connectivity_state state) {
   return "UNKNOWN";
 }
 
+// gRPC shuts its runtime down when its last object (channel, server) is
+// destroyed and starts it again for the next one. In gRPC 1.51 a channel
+// created right after such a cycle can trip over connection state the
+// previous cycle left behind ("ref_counted.h: assertion failed: prior > 0",
+// seen when one client and server were destroyed and the next client's
+// connection attempt failed). Clients therefore keep the runtime up for the
+// rest of the process: the next client would start it again anyway.
+void KeepGrpcRuntimeUp() {
+  static const bool initialized = [] {
+    grpc_init();
+    return true;
+  }();
+  static_cast<void>(initialized);
+}
+
 std::chrono::system_clock::time_point DeadlineAfter(absl::Duration timeout) {
   return std::chrono::system_clock::now() +
          std::chrono::duration_cast<std::chrono::system_clock::duration>(
@@ -67,6 +83,7 @@ const char* HealthStatusName(HealthStatus status) {
 
 absl::StatusOr<std::unique_ptr<AttentionClient>> AttentionClient::Connect(
     const ClientOptions& options) {
+  KeepGrpcRuntimeUp();
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = internal::CreateChannel(options);
   if (!channel.ok()) return channel.status();
   std::unique_ptr<AttentionClient> client(new AttentionClient(options, *std::move(channel)));

@@ -27,8 +27,7 @@
 //       attn::AttentionClient::Connect(options);
 //   if (!client.ok()) return client.status();
 //   attn::AttentionInputs in = attn::MakeRandomInputs(
-//       {.batch = 1, .seq_len = 4096, .num_heads = 16, .head_dim = 128},
-//       attn::DType::kBFloat16, /*seed=*/1);
+//       attn::Shape{1, 4096, 16, 128}, attn::DType::kBFloat16, /*seed=*/1);
 //   absl::StatusOr<attn::AttendResult> result = (*client)->Attend(in);
 //   if (!result.ok()) return result.status();
 //   // result->out holds O; result->server.kernel_ns the kernel's time.
@@ -79,7 +78,8 @@ class AttentionClient {
   static absl::StatusOr<std::unique_ptr<AttentionClient>> Connect(
       const ClientOptions& options);
 
-  // Waits for the callbacks of all AttendAsync calls still in flight.
+  // Waits for the callbacks of all AttendAsync calls still in flight (so it
+  // must not run inside one of those callbacks).
   ~AttentionClient();
 
   AttentionClient(const AttentionClient&) = delete;
