@@ -108,7 +108,7 @@ TEST_F(LevelRunnerTest, OpenLoopSendsOnScheduleAndCountsErrorsByCode) {
 TEST_F(LevelRunnerTest, OpenLoopStopsWhenTheServerHoldsEveryRequest) {
   AttendOptions call;
   call.kernel = "wait_cancel";  // the fake holds each request until its deadline
-  call.timeout = absl::Milliseconds(800);
+  call.timeout = absl::Seconds(3);
   LevelRunner runner(Clients(), inputs_, call);
   LevelSpec spec;
   spec.mode = LoadMode::kOpenLoop;
