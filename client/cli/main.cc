@@ -17,6 +17,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
@@ -35,6 +37,8 @@ ABSL_FLAG(std::string, tls_ca, "", "PEM root certificates for the server's certi
 ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate chain (mutual TLS).");
 ABSL_FLAG(std::string, tls_key, "", "PEM client private key (mutual TLS).");
 ABSL_FLAG(std::string, tls_server_name, "", "Name expected in the server's certificate.");
+ABSL_FLAG(std::string, lb_policy, "",
+          "gRPC load balancing, e.g. round_robin over every address of a dns:/// target.");
 ABSL_FLAG(int64_t, max_message_bytes, attn::kMaxGrpcMessageBytes,
           "Client send and receive limit per message (gRPC's own default receive limit is "
           "4 MiB; -1 = unlimited).");
@@ -105,6 +109,7 @@ attn::ClientOptions ClientOptionsFromFlags() {
   options.tls.cert_chain_path = absl::GetFlag(FLAGS_tls_cert);
   options.tls.private_key_path = absl::GetFlag(FLAGS_tls_key);
   options.tls.server_name_override = absl::GetFlag(FLAGS_tls_server_name);
+  options.load_balancing_policy = absl::GetFlag(FLAGS_lb_policy);
   options.tls.enabled = absl::GetFlag(FLAGS_tls) || !options.tls.root_certs_path.empty() ||
                         !options.tls.cert_chain_path.empty();
   options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
@@ -161,6 +166,14 @@ bool AttendOptionsFromFlags(attn::cli::AttendCommandOptions* options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --help lists this file's flags (Abseil's default looks for a file named
+  // after the binary).
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "main.cc");
+  };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(kUsage);
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {

@@ -23,6 +23,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -47,6 +49,8 @@ ABSL_FLAG(std::string, tls_ca, "", "PEM root certificates for the server's certi
 ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate chain (mutual TLS).");
 ABSL_FLAG(std::string, tls_key, "", "PEM client private key (mutual TLS).");
 ABSL_FLAG(std::string, tls_server_name, "", "Name expected in the server's certificate.");
+ABSL_FLAG(std::string, lb_policy, "",
+          "gRPC load balancing, e.g. round_robin over every address of a dns:/// target.");
 ABSL_FLAG(int, channels, 4,
           "Connections to spread requests over (round robin); one TCP connection caps "
           "large-tensor throughput.");
@@ -132,6 +136,14 @@ std::string OutputPath(const std::string& explicit_path, const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --help lists this file's flags (Abseil's default looks for a file named
+  // after the binary).
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "main.cc");
+  };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
       "Load tests an attnserve server: closed-loop concurrency sweeps (--concurrency=1:64:x2) "
       "or open-loop rates (--rate=100,200), with latency percentiles, throughput, and the "
@@ -218,6 +230,7 @@ int main(int argc, char** argv) {
   options.tls.cert_chain_path = absl::GetFlag(FLAGS_tls_cert);
   options.tls.private_key_path = absl::GetFlag(FLAGS_tls_key);
   options.tls.server_name_override = absl::GetFlag(FLAGS_tls_server_name);
+  options.load_balancing_policy = absl::GetFlag(FLAGS_lb_policy);
   options.tls.enabled = absl::GetFlag(FLAGS_tls) || !options.tls.root_certs_path.empty() ||
                         !options.tls.cert_chain_path.empty();
   options.stream_threshold_bytes = absl::GetFlag(FLAGS_stream_threshold_bytes);

@@ -68,6 +68,9 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> CreateChannel(const ClientOptions
   if (options.tls.enabled && !options.tls.server_name_override.empty()) {
     args.SetSslTargetNameOverride(options.tls.server_name_override);
   }
+  if (!options.load_balancing_policy.empty()) {
+    args.SetLoadBalancingPolicyName(options.load_balancing_policy);
+  }
   if (options.dedicated_connection) {
     // Channels share TCP connections (subchannels) through a global pool
     // keyed by target and arguments; a local pool gives this one its own.

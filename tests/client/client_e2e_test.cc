@@ -179,6 +179,15 @@ TEST_F(ClientE2eTest, ServerErrorsAndQueries) {
   EXPECT_EQ(*health, HealthStatus::kServing);
 }
 
+TEST_F(ClientE2eTest, RoundRobinOverADnsTarget) {
+  ClientOptions options;
+  options.address = "dns:///" + server_->address();
+  options.load_balancing_policy = "round_robin";
+  absl::StatusOr<std::unique_ptr<AttentionClient>> client = AttentionClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->Attend(MakeRandomInputs({1, 8, 2, 16}, DType::kFloat16, 3)).ok());
+}
+
 TEST_F(ClientE2eTest, CliAttendChecksAndPrintsTheBreakdown) {
   const CommandResult r = RunCli({"attend", "--address=" + server_->address(),
                                   "--shape=1,32,2,16", "--dtype=fp16", "--check", "--repeat=2"});

@@ -133,6 +133,7 @@ class Client:
         stream_chunk_bytes=4 << 20,
         metadata=(),
         fetch_server_info=True,
+        load_balancing_policy=None,
     ):
         """Connects to `address` (host:port or a gRPC target).
 
@@ -145,6 +146,8 @@ class Client:
         stream_threshold_bytes: stream requests larger than this; None = the
             server's max_message_bytes (fetched at connect).
         metadata: (key, value) pairs sent with every call.
+        load_balancing_policy: e.g. 'round_robin' across a dns:/// target's
+            addresses; None = gRPC's default (pick_first).
         """
         self.address = address
         self.timeout = timeout
@@ -155,6 +158,8 @@ class Client:
             ("grpc.max_receive_message_length", int(max_message_bytes)),
             ("grpc.primary_user_agent", "attnserve-python-client"),
         ]
+        if load_balancing_policy:
+            options.append(("grpc.lb_policy_name", load_balancing_policy))
         tls = tls or bool(root_certificates or certificate_chain)
         if tls:
             if server_name:

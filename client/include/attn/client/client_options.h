@@ -69,6 +69,11 @@ struct ClientOptions {
   // when to stream). Off for callers that only probe health.
   bool fetch_server_info = true;
 
+  // gRPC load-balancing policy, e.g. "round_robin" to spread calls over every
+  // address a "dns:///" target resolves to (one pod per GPU behind a
+  // headless Kubernetes service). Empty: gRPC's default, pick_first.
+  std::string load_balancing_policy;
+
   // Give this client its own TCP connection instead of sharing one with
   // other clients of the same target in this process. Load generators open
   // several clients this way to spread traffic over connections.
