@@ -63,6 +63,10 @@ ABSL_FLAG(double, drain_delay_s, 0.0,
 ABSL_FLAG(double, drain_timeout_s, 30.0,
           "On SIGTERM/SIGINT: seconds that calls in flight get to finish before they are "
           "cancelled.");
+ABSL_FLAG(double, max_connection_age_s, 0.0,
+          "Close each client connection after this many seconds (0 = never; calls in flight "
+          "get --drain_timeout_s to finish), so clients balancing over a headless Service "
+          "re-resolve DNS and reach pods added since they connected.");
 ABSL_FLAG(LogLevel, log_level, LogLevel::kInfo,
           "debug|info|warning|error: the least severe messages written to stderr.");
 ABSL_FLAG(LogLevel, request_log_level, LogLevel::kInfo,
@@ -103,6 +107,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   options->stream_chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
   options->drain_delay = absl::Seconds(absl::GetFlag(FLAGS_drain_delay_s));
   options->drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  options->max_connection_age = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_s));
   options->reflection = absl::GetFlag(FLAGS_reflection);
   options->request_log_level = absl::GetFlag(FLAGS_request_log_level);
 
@@ -127,8 +132,9 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
     }
   }
   if (options->drain_delay < absl::ZeroDuration() ||
-      options->drain_timeout < absl::ZeroDuration()) {
-    *error = "--drain_delay_s and --drain_timeout_s must be >= 0";
+      options->drain_timeout < absl::ZeroDuration() ||
+      options->max_connection_age < absl::ZeroDuration()) {
+    *error = "--drain_delay_s, --drain_timeout_s and --max_connection_age_s must be >= 0";
     return false;
   }
   return true;

@@ -1,6 +1,7 @@
 #include "server.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <utility>
 #include <vector>
@@ -26,6 +27,11 @@
 
 namespace attn::server {
 namespace {
+
+// A duration as the int milliseconds gRPC channel arguments take.
+int ClampToIntMillis(absl::Duration d) {
+  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(d), INT32_MAX));
+}
 
 constexpr char kAttentionServiceName[] = "attnserve.v1.Attention";
 
@@ -86,6 +92,12 @@ absl::StatusOr<std::unique_ptr<AttentionServer>> AttentionServer::Create(
   const int max_message = static_cast<int>(options.limits.max_message_bytes);
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
+  if (options.max_connection_age > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                               ClampToIntMillis(options.max_connection_age));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                               ClampToIntMillis(options.drain_timeout));
+  }
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen,

@@ -82,6 +82,12 @@ struct ServerOptions {
   // ...and give calls in flight this long to finish before cancelling them.
   absl::Duration drain_timeout = absl::Seconds(30);
 
+  // Close client connections after this long (0: never), so clients that
+  // resolve a headless Service through DNS re-resolve and spread over pods
+  // added since they connected. Calls in flight finish first (grace period =
+  // drain_timeout).
+  absl::Duration max_connection_age = absl::ZeroDuration();
+
   // Register the gRPC server reflection service (grpcurl, grpc_cli).
   bool reflection = true;
 

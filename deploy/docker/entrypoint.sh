@@ -19,6 +19,8 @@
 #                                NOT_SERVING) this long so load balancers notice
 #   ATTN_DRAIN_TIMEOUT_S         --drain_timeout_s: then let calls in flight
 #                                finish this long (delay + timeout < stop timeout)
+#   ATTN_MAX_CONNECTION_AGE_S    --max_connection_age_s: close client connections
+#                                after this age so DNS-balanced clients re-resolve
 #   ATTN_LOG_LEVEL               --log_level
 #   ATTN_EXTRA_ARGS              more flags, split on whitespace
 set -euo pipefail
@@ -49,6 +51,7 @@ add_flag max_tokens_per_request "${ATTN_MAX_TOKENS_PER_REQUEST:-}"
 add_flag queue_capacity "${ATTN_QUEUE_CAPACITY:-}"
 add_flag drain_delay_s "${ATTN_DRAIN_DELAY_S:-}"
 add_flag drain_timeout_s "${ATTN_DRAIN_TIMEOUT_S:-}"
+add_flag max_connection_age_s "${ATTN_MAX_CONNECTION_AGE_S:-}"
 add_flag log_level "${ATTN_LOG_LEVEL:-}"
 if [ -n "${ATTN_EXTRA_ARGS:-}" ]; then
   read -r -a extra <<<"$ATTN_EXTRA_ARGS"

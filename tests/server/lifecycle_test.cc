@@ -5,6 +5,8 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -92,6 +94,33 @@ TEST(LifecycleTest, ExitsZeroOnSigint) {
   ASSERT_TRUE(server.ok()) << server.status();
   ASSERT_TRUE((*server)->Signal(SIGINT).ok());
   auto exit = (*server)->Wait(absl::Seconds(30));
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_TRUE(exit->Clean()) << exit->ToString();
+}
+
+// --max_connection_age_s closes idle-or-not connections after that age (so
+// DNS-balanced clients re-resolve); the channel reconnects for the next call.
+TEST(LifecycleTest, MaxConnectionAgeClosesConnections) {
+  auto server = ServerProcess::Start({"--backend=cpu", "--max_connection_age_s=0.5"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::shared_ptr<grpc::Channel> channel = (*server)->NewChannel();
+  auto stub = pb::Attention::NewStub(channel);
+  auto info = [&] {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    pb::ServerInfo reply;
+    return stub->GetServerInfo(&context, pb::GetServerInfoRequest(), &reply);
+  };
+  ASSERT_TRUE(info().ok());
+  EXPECT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
+  // gRPC jitters the age by +-10%; wait well past it.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (channel->GetState(false) == GRPC_CHANNEL_READY && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_NE(channel->GetState(false), GRPC_CHANNEL_READY) << "connection outlived its max age";
+  EXPECT_TRUE(info().ok()) << "the next call reconnects";
+  auto exit = (*server)->Stop();
   ASSERT_TRUE(exit.ok()) << exit.status();
   EXPECT_TRUE(exit->Clean()) << exit->ToString();
 }
