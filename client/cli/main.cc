@@ -18,33 +18,16 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "attend_command.h"
 #include "attn/client/attention_client.h"
+#include "connection_flags.h"
 #include "exit_codes.h"
 #include "query_commands.h"
 
-ABSL_FLAG(std::string, address, "localhost:50051",
-          "attnserve server: host:port, or any gRPC target (e.g. unix:/path).");
-ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(5),
-          "Give up when the server is not reachable within this time.");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(60), "Deadline of each call.");
-ABSL_FLAG(bool, tls, false, "Use TLS (the other --tls_* flags imply it).");
-ABSL_FLAG(std::string, tls_ca, "", "PEM root certificates for the server's certificate.");
-ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate chain (mutual TLS).");
-ABSL_FLAG(std::string, tls_key, "", "PEM client private key (mutual TLS).");
-ABSL_FLAG(std::string, tls_server_name, "", "Name expected in the server's certificate.");
-ABSL_FLAG(std::string, lb_policy, "",
-          "gRPC load balancing, e.g. round_robin over every address of a dns:/// target.");
-ABSL_FLAG(int64_t, max_message_bytes, attn::kMaxGrpcMessageBytes,
-          "Client send and receive limit per message (gRPC's own default receive limit is "
-          "4 MiB; -1 = unlimited).");
-ABSL_FLAG(int64_t, stream_threshold_bytes, 0,
-          "attend: stream requests larger than this; 0 = the server's message limit.");
-ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{4} << 20, "attend: bytes per streamed chunk.");
 
 ABSL_FLAG(std::string, shape, "1,128,4,64",
           "attend: B,S,H,D (batch, seq_len, num_heads, head_dim) of random inputs.");
@@ -101,21 +84,8 @@ bool ParseShape(const std::string& text, attn::Shape* shape) {
 }
 
 attn::ClientOptions ClientOptionsFromFlags() {
-  attn::ClientOptions options;
-  options.address = absl::GetFlag(FLAGS_address);
-  options.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  attn::ClientOptions options = attn::tools::ClientOptionsFromFlags();
   options.rpc_timeout = absl::GetFlag(FLAGS_timeout);
-  options.tls.root_certs_path = absl::GetFlag(FLAGS_tls_ca);
-  options.tls.cert_chain_path = absl::GetFlag(FLAGS_tls_cert);
-  options.tls.private_key_path = absl::GetFlag(FLAGS_tls_key);
-  options.tls.server_name_override = absl::GetFlag(FLAGS_tls_server_name);
-  options.load_balancing_policy = absl::GetFlag(FLAGS_lb_policy);
-  options.tls.enabled = absl::GetFlag(FLAGS_tls) || !options.tls.root_certs_path.empty() ||
-                        !options.tls.cert_chain_path.empty();
-  options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-  options.max_send_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-  options.stream_threshold_bytes = absl::GetFlag(FLAGS_stream_threshold_bytes);
-  options.stream_chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
   return options;
 }
 
@@ -169,9 +139,7 @@ int main(int argc, char** argv) {
   // --help lists this file's flags (Abseil's default looks for a file named
   // after the binary).
   absl::FlagsUsageConfig usage_config;
-  usage_config.contains_help_flags = [](absl::string_view path) {
-    return absl::EndsWith(path, "main.cc");
-  };
+  usage_config.contains_help_flags = attn::tools::IsToolFlagFile;
   usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(kUsage);

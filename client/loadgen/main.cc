@@ -24,7 +24,6 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -33,6 +32,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "attn/client/attention_client.h"
+#include "connection_flags.h"
 #include "latency_plot.h"
 #include "level_runner.h"
 #include "level_summary.h"
@@ -40,23 +40,11 @@
 #include "report_writers.h"
 #include "sweep_spec.h"
 
-ABSL_FLAG(std::string, address, "localhost:50051", "attnserve server: host:port or gRPC target.");
-ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(10), "Give up connecting after this.");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(30),
           "Deadline of each request (bounds how long a level can drain).");
-ABSL_FLAG(bool, tls, false, "Use TLS (the other --tls_* flags imply it).");
-ABSL_FLAG(std::string, tls_ca, "", "PEM root certificates for the server's certificate.");
-ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate chain (mutual TLS).");
-ABSL_FLAG(std::string, tls_key, "", "PEM client private key (mutual TLS).");
-ABSL_FLAG(std::string, tls_server_name, "", "Name expected in the server's certificate.");
-ABSL_FLAG(std::string, lb_policy, "",
-          "gRPC load balancing, e.g. round_robin over every address of a dns:/// target.");
 ABSL_FLAG(int, channels, 4,
           "Connections to spread requests over (round robin); one TCP connection caps "
           "large-tensor throughput.");
-ABSL_FLAG(int64_t, stream_threshold_bytes, 0,
-          "Stream requests larger than this; 0 = the server's message limit.");
-ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{4} << 20, "Bytes per streamed chunk.");
 
 ABSL_FLAG(std::string, shape, "1,4096,16,128", "B,S,H,D of every request (random N(0,1) data).");
 ABSL_FLAG(std::string, dtype, "bf16", "bf16 or fp16.");
@@ -139,9 +127,7 @@ int main(int argc, char** argv) {
   // --help lists this file's flags (Abseil's default looks for a file named
   // after the binary).
   absl::FlagsUsageConfig usage_config;
-  usage_config.contains_help_flags = [](absl::string_view path) {
-    return absl::EndsWith(path, "main.cc");
-  };
+  usage_config.contains_help_flags = attn::tools::IsToolFlagFile;
   usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
@@ -222,19 +208,8 @@ int main(int argc, char** argv) {
 
   // Connections: the first fetches the server's info; all use its stream
   // threshold so every request takes the same path.
-  attn::ClientOptions options;
-  options.address = absl::GetFlag(FLAGS_address);
-  options.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  attn::ClientOptions options = attn::tools::ClientOptionsFromFlags();
   options.rpc_timeout = absl::GetFlag(FLAGS_timeout);
-  options.tls.root_certs_path = absl::GetFlag(FLAGS_tls_ca);
-  options.tls.cert_chain_path = absl::GetFlag(FLAGS_tls_cert);
-  options.tls.private_key_path = absl::GetFlag(FLAGS_tls_key);
-  options.tls.server_name_override = absl::GetFlag(FLAGS_tls_server_name);
-  options.load_balancing_policy = absl::GetFlag(FLAGS_lb_policy);
-  options.tls.enabled = absl::GetFlag(FLAGS_tls) || !options.tls.root_certs_path.empty() ||
-                        !options.tls.cert_chain_path.empty();
-  options.stream_threshold_bytes = absl::GetFlag(FLAGS_stream_threshold_bytes);
-  options.stream_chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
   options.dedicated_connection = channels > 1;
   std::vector<std::unique_ptr<attn::AttentionClient>> clients;
   std::vector<attn::AttentionClient*> client_ptrs;
