@@ -52,14 +52,7 @@ absl::StatusOr<Shape> DecodeShape(const pb::AttendRequest& request, const Limits
   }
   const pb::TensorShape& proto = request.shape();
   Shape shape{proto.batch(), proto.seq_len(), proto.num_heads(), proto.head_dim()};
-  const struct {
-    const char* name;
-    int64_t value;
-  } dims[] = {{"batch", shape.batch},
-              {"seq_len", shape.seq_len},
-              {"num_heads", shape.num_heads},
-              {"head_dim", shape.head_dim}};
-  for (const auto& dim : dims) {
+  for (const Shape::NamedDim& dim : shape.NamedDims()) {
     if (dim.value < 1 || dim.value > kMaxDimension) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "shape.%s is %d; it must be between 1 and %d", dim.name, dim.value, kMaxDimension));
@@ -68,7 +61,7 @@ absl::StatusOr<Shape> DecodeShape(const pb::AttendRequest& request, const Limits
   // Elements of one tensor, saturating instead of overflowing int64.
   int64_t elements = 1;
   bool overflow = false;
-  for (const auto& dim : dims) {
+  for (const Shape::NamedDim& dim : shape.NamedDims()) {
     if (elements > std::numeric_limits<int64_t>::max() / dim.value) {
       overflow = true;
       break;

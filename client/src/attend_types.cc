@@ -13,14 +13,7 @@ int64_t AttentionInputs::TensorBytes() const {
 }
 
 absl::Status AttentionInputs::Validate() const {
-  const struct {
-    const char* name;
-    int64_t value;
-  } dims[] = {{"batch", shape.batch},
-              {"seq_len", shape.seq_len},
-              {"num_heads", shape.num_heads},
-              {"head_dim", shape.head_dim}};
-  for (const auto& dim : dims) {
+  for (const Shape::NamedDim& dim : shape.NamedDims()) {
     if (dim.value < 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("shape.", dim.name, " is ", dim.value, "; it must be >= 1"));

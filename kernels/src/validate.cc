@@ -41,12 +41,7 @@ absl::Status CheckTensor(const char* name, const ConstTensorView& t, const Const
 absl::Status ValidateArgs(const AttentionArgs& args, const KernelInfo& kernel) {
   const bool gpu = kernel.backend == Backend::kCuda;
   const Shape& s = args.q.shape;
-  const struct {
-    const char* name;
-    int64_t value;
-  } dims[] = {{"batch", s.batch}, {"seq_len", s.seq_len}, {"num_heads", s.num_heads},
-              {"head_dim", s.head_dim}};
-  for (const auto& dim : dims) {
+  for (const Shape::NamedDim& dim : s.NamedDims()) {
     if (dim.value < 1 || dim.value > kMaxDim) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "shape.%s is %d; it must be between 1 and %d", dim.name, dim.value, kMaxDim));

@@ -8,6 +8,7 @@
 #ifndef ATTN_TENSOR_H_
 #define ATTN_TENSOR_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -26,6 +27,17 @@ struct Shape {
   int64_t RowStride() const { return num_heads * head_dim; }
   // "[B, S, H, D]" for messages.
   std::string ToString() const;
+
+  // The four dimensions with their field names ("batch", "seq_len",
+  // "num_heads", "head_dim"), for validation messages that name the field.
+  struct NamedDim {
+    const char* name;
+    int64_t value;
+  };
+  std::array<NamedDim, 4> NamedDims() const {
+    return {{{"batch", batch}, {"seq_len", seq_len}, {"num_heads", num_heads},
+             {"head_dim", head_dim}}};
+  }
   bool operator==(const Shape& o) const {
     return batch == o.batch && seq_len == o.seq_len && num_heads == o.num_heads &&
            head_dim == o.head_dim;
