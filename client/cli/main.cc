@@ -16,8 +16,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
@@ -136,13 +134,7 @@ bool AttendOptionsFromFlags(attn::cli::AttendCommandOptions* options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --help lists this file's flags (Abseil's default looks for a file named
-  // after the binary).
-  absl::FlagsUsageConfig usage_config;
-  usage_config.contains_help_flags = attn::tools::IsToolFlagFile;
-  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage_config);
-  absl::SetProgramUsageMessage(kUsage);
+  attn::tools::SetToolUsage(kUsage);
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {
     std::cerr << (args.size() < 2 ? "attn_cli: missing command" : "attn_cli: too many arguments")

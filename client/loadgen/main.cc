@@ -22,8 +22,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -124,13 +122,7 @@ std::string OutputPath(const std::string& explicit_path, const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --help lists this file's flags (Abseil's default looks for a file named
-  // after the binary).
-  absl::FlagsUsageConfig usage_config;
-  usage_config.contains_help_flags = attn::tools::IsToolFlagFile;
-  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage_config);
-  absl::SetProgramUsageMessage(
+  attn::tools::SetToolUsage(
       "Load tests an attnserve server: closed-loop concurrency sweeps (--concurrency=1:64:x2) "
       "or open-loop rates (--rate=100,200), with latency percentiles, throughput, and the "
       "client/server time breakdown; CSV, JSON and an SVG latency-throughput plot.");

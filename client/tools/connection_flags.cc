@@ -4,6 +4,8 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/time/time.h"
 
@@ -45,8 +47,15 @@ ClientOptions ClientOptionsFromFlags() {
   return options;
 }
 
-bool IsToolFlagFile(absl::string_view path) {
-  return absl::EndsWith(path, "main.cc") || absl::EndsWith(path, "connection_flags.cc");
+void SetToolUsage(absl::string_view usage) {
+  // Abseil's default lists only flags of a file named after the binary.
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "main.cc") || absl::EndsWith(path, "connection_flags.cc");
+  };
+  config.contains_helpshort_flags = config.contains_help_flags;
+  absl::SetFlagsUsageConfig(config);
+  absl::SetProgramUsageMessage(usage);
 }
 
 }  // namespace attn::tools

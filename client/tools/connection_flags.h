@@ -13,9 +13,10 @@ namespace attn::tools {
 // ClientOptions from the connection flags; rpc_timeout is left to the tool.
 ClientOptions ClientOptionsFromFlags();
 
-// For absl::FlagsUsageConfig::contains_help_flags: true for the files whose
-// flags a tool's --help lists (its main.cc and this library's flags).
-bool IsToolFlagFile(absl::string_view path);
+// Sets the tool's usage message and makes --help list the tool's own flags
+// (those of its main.cc and of this library) rather than every linked
+// library's. Call before absl::ParseCommandLine.
+void SetToolUsage(absl::string_view usage);
 
 }  // namespace attn::tools
 

@@ -100,15 +100,6 @@ class Timing:
         return "\n".join([head] + [f"  {name:<18} {ns / 1e6:10.3f} ms" for name, ns in rows])
 
 
-def _varint(value):
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _read_file(path):
     with open(path, "rb") as f:
         return f.read()
@@ -305,7 +296,7 @@ class Client:
         parts = [header.SerializeToString()]
         for (field, _), array in zip(_TENSOR_FIELDS, bits):
             view = memoryview(array.reshape(-1).view(np.uint8))
-            parts.append(bytes([field << 3 | 2]) + _varint(view.nbytes))
+            parts.append(bytes([field << 3 | 2]) + health.encode_varint(view.nbytes))
             parts.append(view)
         request = b"".join(parts)
         marshal_ns = time.perf_counter_ns() - start

@@ -10,7 +10,8 @@ CHECK_METHOD = "/grpc.health.v1.Health/Check"
 STATUS_NAMES = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
 
 
-def _varint(value):
+def encode_varint(value):
+    """Protobuf base-128 varint encoding of a non-negative int."""
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -22,7 +23,7 @@ def _varint(value):
 def encode_request(service):
     """Serialized HealthCheckRequest for `service` ('' = the whole server)."""
     data = service.encode("utf-8")
-    return b"\x0a" + _varint(len(data)) + data if data else b""
+    return b"\x0a" + encode_varint(len(data)) + data if data else b""
 
 
 def _read_varint(data, pos):
