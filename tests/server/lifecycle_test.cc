@@ -71,6 +71,34 @@ int64_t InFlight(pb::Attention::Stub& stub) {
   return stats.in_flight();
 }
 
+// A CPU server with one single-threaded worker, busy with one slow request.
+struct BusyServer {
+  std::unique_ptr<ServerProcess> server;
+  std::unique_ptr<pb::Attention::Stub> stub;
+  Background slow;
+};
+
+// Starts `busy` with `extra_flags` and waits until its slow request runs.
+void StartBusyServer(const std::vector<std::string>& extra_flags, BusyServer* busy) {
+  std::vector<std::string> flags = {"--backend=cpu", "--cpu_workers=1", "--cpu_threads=1"};
+  flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
+  auto server = ServerProcess::Start(flags);
+  ASSERT_TRUE(server.ok()) << server.status();
+  busy->server = std::move(*server);
+  busy->stub = pb::Attention::NewStub(busy->server->NewChannel());
+  busy->slow.request = SlowRequest();
+  busy->slow.Start(*busy->stub);
+  ASSERT_TRUE(Eventually([&] { return InFlight(*busy->stub) == 1; }));
+}
+
+// Waits up to `timeout` for the server to exit and expects a clean exit
+// (status 0).
+void ExpectCleanExit(ServerProcess& server, absl::Duration timeout) {
+  auto exit = server.Wait(timeout);
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_TRUE(exit->Clean()) << exit->ToString();
+}
+
 TEST(LifecycleTest, ServesHealthAndExitsZeroOnSigterm) {
   auto server = ServerProcess::Start({"--backend=cpu"});
   ASSERT_TRUE(server.ok()) << server.status();
@@ -93,9 +121,7 @@ TEST(LifecycleTest, ExitsZeroOnSigint) {
   auto server = ServerProcess::Start({"--backend=cpu"});
   ASSERT_TRUE(server.ok()) << server.status();
   ASSERT_TRUE((*server)->Signal(SIGINT).ok());
-  auto exit = (*server)->Wait(absl::Seconds(30));
-  ASSERT_TRUE(exit.ok()) << exit.status();
-  EXPECT_TRUE(exit->Clean()) << exit->ToString();
+  ExpectCleanExit(**server, absl::Seconds(30));
 }
 
 // --max_connection_age_s closes idle-or-not connections after that age (so
@@ -183,18 +209,14 @@ TEST(LifecycleTest, CudaBackendWithoutDeviceFailsStartup) {
 // server keeps serving through --drain_delay_s, then refuses new calls with
 // UNAVAILABLE while the running request completes, and exits 0.
 TEST(LifecycleTest, GracefulShutdownFinishesInFlightWork) {
-  auto server = ServerProcess::Start(
-      {"--backend=cpu", "--cpu_workers=1", "--cpu_threads=1", "--drain_delay_s=0.3"});
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto stub = pb::Attention::NewStub((*server)->NewChannel());
-  Background slow;
-  slow.request = SlowRequest();
-  slow.Start(*stub);
-  ASSERT_TRUE(Eventually([&] { return InFlight(*stub) == 1; }));
+  BusyServer busy;
+  ASSERT_NO_FATAL_FAILURE(StartBusyServer({"--drain_delay_s=0.3"}, &busy));
+  ServerProcess& server = *busy.server;
+  Background& slow = busy.slow;
 
-  ASSERT_TRUE((*server)->Signal(SIGTERM).ok());
+  ASSERT_TRUE(server.Signal(SIGTERM).ok());
   EXPECT_TRUE(Eventually([&] {
-    auto health = (*server)->Health();
+    auto health = server.Health();
     return health.ok() && *health == HealthCheckResponse::NOT_SERVING;
   })) << "health never reported NOT_SERVING";
 
@@ -205,7 +227,7 @@ TEST(LifecycleTest, GracefulShutdownFinishesInFlightWork) {
     pb::AttendResponse response;
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(200)));
-    refused = stub->Attend(&context, SmallRequest("during-drain"), &response);
+    refused = busy.stub->Attend(&context, SmallRequest("during-drain"), &response);
     return refused.error_code() == grpc::StatusCode::UNAVAILABLE;
   })) << "new calls were never refused; last: "
       << refused.error_message();
@@ -214,46 +236,33 @@ TEST(LifecycleTest, GracefulShutdownFinishesInFlightWork) {
   ASSERT_TRUE(slow.done.WaitForNotificationWithTimeout(absl::Seconds(120)));
   EXPECT_TRUE(slow.status.ok()) << slow.status.error_message();
   EXPECT_EQ(slow.response.out().size(), slow.request.q().size());
-  auto exit = (*server)->Wait(absl::Seconds(60));
-  ASSERT_TRUE(exit.ok()) << exit.status();
-  EXPECT_TRUE(exit->Clean()) << exit->ToString();
+  ExpectCleanExit(server, absl::Seconds(60));
 }
 
 // Past --drain_timeout_s the remaining calls are cancelled; the server
 // still exits 0 once the kernel that was running returns.
 TEST(LifecycleTest, DrainTimeoutCancelsWhatIsLeft) {
-  auto server = ServerProcess::Start(
-      {"--backend=cpu", "--cpu_workers=1", "--cpu_threads=1", "--drain_timeout_s=0.2"});
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto stub = pb::Attention::NewStub((*server)->NewChannel());
-  Background slow;
-  slow.request = SlowRequest();
-  slow.Start(*stub);
-  ASSERT_TRUE(Eventually([&] { return InFlight(*stub) == 1; }));
-  ASSERT_TRUE((*server)->Signal(SIGTERM).ok());
+  BusyServer busy;
+  ASSERT_NO_FATAL_FAILURE(StartBusyServer({"--drain_timeout_s=0.2"}, &busy));
+  Background& slow = busy.slow;
+  ASSERT_TRUE(busy.server->Signal(SIGTERM).ok());
   ASSERT_TRUE(slow.done.WaitForNotificationWithTimeout(absl::Seconds(120)));
   // Cancelled by the server's shutdown: the client sees the call cancelled
   // or its connection closed, depending on which it notices first.
   EXPECT_TRUE(slow.status.error_code() == grpc::StatusCode::CANCELLED ||
               slow.status.error_code() == grpc::StatusCode::UNAVAILABLE)
       << slow.status.error_code() << ": " << slow.status.error_message();
-  auto exit = (*server)->Wait(absl::Seconds(60));
-  ASSERT_TRUE(exit.ok()) << exit.status();
-  EXPECT_TRUE(exit->Clean()) << exit->ToString();
+  ExpectCleanExit(*busy.server, absl::Seconds(60));
 }
 
 TEST(LifecycleTest, SecondSignalExitsAtOnce) {
-  auto server = ServerProcess::Start({"--backend=cpu", "--cpu_workers=1", "--cpu_threads=1"});
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto stub = pb::Attention::NewStub((*server)->NewChannel());
-  Background slow;
-  slow.request = SlowRequest();
-  slow.Start(*stub);
-  ASSERT_TRUE(Eventually([&] { return InFlight(*stub) == 1; }));
-  ASSERT_TRUE((*server)->Signal(SIGTERM).ok());
+  BusyServer busy;
+  ASSERT_NO_FATAL_FAILURE(StartBusyServer({}, &busy));
+  Background& slow = busy.slow;
+  ASSERT_TRUE(busy.server->Signal(SIGTERM).ok());
   absl::SleepFor(absl::Milliseconds(200));
-  ASSERT_TRUE((*server)->Signal(SIGINT).ok());
-  auto exit = (*server)->Wait(absl::Seconds(10));
+  ASSERT_TRUE(busy.server->Signal(SIGINT).ok());
+  auto exit = busy.server->Wait(absl::Seconds(10));
   ASSERT_TRUE(exit.ok()) << exit.status();
   EXPECT_TRUE(exit->exited && exit->exit_code == 1) << exit->ToString();
   ASSERT_TRUE(slow.done.WaitForNotificationWithTimeout(absl::Seconds(60)));
