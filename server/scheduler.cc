@@ -136,10 +136,16 @@ void Scheduler::WorkerLoop(Executor* executor) {
     if (status.ok()) status = bound.ok() ? executor->Run(job) : bound;
     const bool retire = !executor->Healthy();
     std::deque<Entry> orphans;  // queued jobs nobody is left to run
+    // Decided under the lock: exactly one worker, the one whose decrement
+    // reached zero, fails the queue and reports that all have failed.
+    bool last_to_retire = false;
     {
       absl::MutexLock lock(&mu_);
       --running_;
-      if (retire && --live_ == 0) orphans.swap(queue_);
+      if (retire && --live_ == 0) {
+        last_to_retire = true;
+        orphans.swap(queue_);
+      }
     }
     Complete(std::move(entry.job), std::move(status));
     if (!retire) continue;
@@ -149,7 +155,7 @@ void Scheduler::WorkerLoop(Executor* executor) {
                absl::UnavailableError("every worker of this server has failed (see its log); "
                                       "it needs a restart"));
     }
-    if (live_workers() == 0 && on_all_failed_ != nullptr) on_all_failed_();
+    if (last_to_retire && on_all_failed_ != nullptr) on_all_failed_();
     return;
   }
 }

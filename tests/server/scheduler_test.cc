@@ -139,6 +139,8 @@ class SchedulerTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    // The scheduler owns the fakes: once a test has reset it they are gone.
+    if (scheduler_ == nullptr) return;
     for (FakeExecutor* fake : fakes_) fake->ReleaseAll();
     scheduler_.reset();  // joins workers: every job completes first
   }
@@ -278,6 +280,38 @@ TEST_F(SchedulerTest, BrokenExecutorsRetireAndTheLastOneFailsTheQueue) {
   EXPECT_EQ(scheduler_->live_workers(), 0);
   absl::Status refused = Submit("after");
   EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+}
+
+// Two workers that retire at the same moment: both decrements happen before
+// either worker decides whether it was the last (the completions wait for
+// each other), so a decision taken outside the lock fires twice every time.
+TEST_F(SchedulerTest, WorkersRetiringTogetherReportAllFailedExactlyOnce) {
+  std::atomic<int> all_failed_calls{0};
+  absl::Notification all_failed;
+  Make(2, 4, [&]() {
+    ++all_failed_calls;
+    all_failed.Notify();
+  });
+  absl::Mutex barrier_mu;
+  int arrived = 0;
+  for (const char* id : {"break", "break"}) {
+    std::unique_ptr<Job> job = NewJob(id);
+    job->done = [&](std::unique_ptr<Job> j, absl::Status s) {
+      absl::MutexLock lock(&barrier_mu);
+      ++arrived;
+      barrier_mu.Await(absl::Condition(
+          +[](int* n) { return *n >= 2; }, &arrived));
+      completions_.Add(*j, s);
+    };
+    ASSERT_TRUE(scheduler_->Submit(job).ok());
+  }
+  WaitForLoad(2, 0);  // each worker holds one "break"
+  fakes_[0]->ReleaseAll();
+  fakes_[1]->ReleaseAll();
+  ASSERT_TRUE(all_failed.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  scheduler_.reset();  // joins both workers: every call they would make is made
+  EXPECT_EQ(all_failed_calls.load(), 1);
+  EXPECT_EQ(completions_.size(), 2u);
 }
 
 TEST_F(SchedulerTest, QueueTimeIsMeasured) {
