@@ -11,15 +11,16 @@
 
 namespace attn::internal {
 
-// The GPU kernels in ladder order, tile sizes resolved for the current device.
+// The GPU kernels in ladder order, then the production kernel; tile sizes
+// resolved for the current device.
 std::vector<KernelInfo> GpuKernels();
 
 // The tuning candidates of ladder step 7.
 std::vector<KernelInfo> GpuTuningCandidates();
 
-// Launches `kernel` on `stream`. `args` has passed ValidateArgs for `kernel`.
-absl::Status LaunchGpuKernel(const KernelInfo& kernel, const AttentionArgs& args,
-                             CUstream_st* stream);
+// The GPU kernel or tuning candidate `name`, resolved once (tuned tiles
+// included); NOT_FOUND when this build has no GPU kernel of that name.
+absl::StatusOr<KernelHandle> ResolveGpuKernel(absl::string_view name);
 
 }  // namespace attn::internal
 

@@ -1,5 +1,6 @@
 // GPU seam of a build without CUDA: no GPU kernels, nothing to launch.
 #include "attn/device.h"
+#include "absl/strings/str_cat.h"
 #include "gpu_kernels.h"
 
 namespace attn {
@@ -12,9 +13,9 @@ namespace internal {
 std::vector<KernelInfo> GpuKernels() { return {}; }
 std::vector<KernelInfo> GpuTuningCandidates() { return {}; }
 
-absl::Status LaunchGpuKernel(const KernelInfo& kernel, const AttentionArgs&, CUstream_st*) {
-  return absl::FailedPreconditionError("kernel '" + kernel.name +
-                                       "' needs CUDA, and this build has no CUDA support");
+absl::StatusOr<KernelHandle> ResolveGpuKernel(absl::string_view name) {
+  return absl::NotFoundError(
+      absl::StrCat("no GPU kernel '", name, "': this build has no CUDA support"));
 }
 
 }  // namespace internal

@@ -1,10 +1,9 @@
 // attn/tensor.h
 //
-// Views of the tensors an attention call reads and writes, and the call's
-// arguments. Every tensor is contiguous in [batch, seq_len, num_heads, head_dim]
-// order (BSHD, the layout of the wire format and of PyTorch's (B, S, H, D)
-// tensors); views never own memory. Host and device pointers look alike here:
-// the backend that runs the call decides which one it expects.
+// Dense [batch, seq_len, num_heads, head_dim] tensor shapes and views (BSHD,
+// the layout of the wire format, .npy files and PyTorch's (B, S, H, D)
+// tensors); views never own memory. The kernels' call type, with per-tensor
+// shapes and strides, is attn/problem.h.
 #ifndef ATTN_TENSOR_H_
 #define ATTN_TENSOR_H_
 
@@ -56,19 +55,6 @@ struct TensorView {
   DType dtype = DType::kBFloat16;
   Shape shape;
   operator ConstTensorView() const { return {data, dtype, shape}; }
-};
-
-// out = softmax(q · kᵀ · softmax_scale) · v, per (batch, head); non-causal,
-// equal query and key lengths. q, k, v and out share dtype and shape.
-struct AttentionArgs {
-  ConstTensorView q;
-  ConstTensorView k;
-  ConstTensorView v;
-  TensorView out;
-  // Multiplies q·kᵀ before the softmax; 0 means the default 1/sqrt(head_dim).
-  float softmax_scale = 0.0f;
-
-  float ResolvedScale() const;
 };
 
 }  // namespace attn
