@@ -1,17 +1,28 @@
-// The FlashAttention-2 forward kernel, one template for every ladder step.
+// The FlashAttention-2 forward kernel, one template for every ladder step and
+// for the production kernel.
 //
-// Grid (seq_len / kBlockM, num_heads, batch); one CTA computes kBlockM query
-// rows of one (batch, head), each warp kBlockM / kNumWarps of them (whole m16
-// tiles). Query blocks of a head are adjacent in the grid, so CTAs resident
-// together stream the same K/V blocks through L2.
+// Grid (query blocks, heads_q, batch); one CTA computes kBlockM query rows of
+// one (sequence, query head) against the key/value head it reads (grouped-
+// query attention: kv head = head / heads_per_kv), each warp kBlockM /
+// kNumWarps of them (whole m16 tiles). Query blocks of a head are adjacent in
+// the grid, so CTAs resident together stream the same K/V blocks through L2.
 //
-// Shared memory: Q [kBlockM x 128], K and V [kBlockN x 128] each, one buffer
-// per tensor; O is staged through Q's buffer at the end.
+// Compile-time switches chosen at launch (as FA2's Is_even_MN / Is_causal):
+//   kEven    every sequence is a whole number of blocks and not varlen: no
+//            predicated loads or stores, no ragged-end masks;
+//   kMasked  causal or a sliding window: only the key blocks a query block
+//            can see are visited, the ones crossing a window edge are masked
+//            element-wise, and query blocks run heaviest first (reversed).
+// The ladder steps are all <kEven = true, kMasked = false>.
+//
+// Shared memory: Q [kBlockM x pitch], K and V [kBlockN x pitch] each, one
+// buffer per tensor; O is staged through Q's buffer at the end.
 #ifndef ATTN_KERNELS_SRC_CUDA_FLASH_FWD_KERNEL_CUH_
 #define ATTN_KERNELS_SRC_CUDA_FLASH_FWD_KERNEL_CUH_
 
 #include <cstdint>
 
+#include "device/attention_mask.cuh"
 #include "device/gmem_copy.cuh"
 #include "device/online_softmax.cuh"
 #include "device/ptx.cuh"
@@ -23,17 +34,19 @@ namespace attn::fa2 {
 
 template <class Cfg>
 struct KernelShape {
+  using Geometry = TileGeometry<Cfg::kHeadDim>;
   static constexpr int kThreads = Cfg::kNumWarps * 32;
   static constexpr int kWarpRows = Cfg::kBlockM / Cfg::kNumWarps;
-  static constexpr int kMTiles = kWarpRows / 16;     // m16 tiles per warp
-  static constexpr int kNTiles = Cfg::kBlockN / 8;   // n8 tiles of S per warp
-  static constexpr int kDTiles = kHeadDim / 8;       // n8 tiles of O per warp
-  static constexpr int kQKSlices = kHeadDim / 16;    // k16 slices of Q·Kᵀ
-  static constexpr int kPVSlices = Cfg::kBlockN / 16;  // k16 slices of P·V
-  static constexpr int kSmemBytes = (Cfg::kBlockM + 2 * Cfg::kBlockN) * kRowBytes;
+  static constexpr int kMTiles = kWarpRows / 16;          // m16 tiles per warp
+  static constexpr int kNTiles = Cfg::kBlockN / 8;        // n8 tiles of S per warp
+  static constexpr int kDTiles = Cfg::kHeadDim / 8;       // n8 tiles of O per warp
+  static constexpr int kQKSlices = Cfg::kHeadDim / 16;    // k16 slices of Q·Kᵀ
+  static constexpr int kPVSlices = Cfg::kBlockN / 16;     // k16 slices of P·V
+  static constexpr int kSmemBytes = (Cfg::kBlockM + 2 * Cfg::kBlockN) * Geometry::kRowBytes;
 
   static_assert(Cfg::kBlockM % (16 * Cfg::kNumWarps) == 0, "each warp owns whole m16 tiles");
   static_assert(Cfg::kBlockN % 16 == 0, "B_c must be a multiple of 16");
+  static_assert(kDTiles % 2 == 0, "O is loaded in pairs of n8 tiles (head_dim % 16 == 0)");
   static_assert(Cfg::kQInRegisters || Cfg::kKSliced,
                 "Q re-read from shared memory is loaded slice by slice with K");
 };
@@ -49,48 +62,110 @@ __device__ __forceinline__ void ClearAccumulators(float (&acc)[kRows][kCols][4])
       for (int i = 0; i < 4; ++i) acc[r][c][i] = 0.0f;
 }
 
-template <class Cfg, class T>
+// One CTA's sequence: where its tokens start and how many there are.
+struct SequenceSpan {
+  int64_t q_offset;  // elements from the tensor's start to the sequence's first token
+  int64_t k_offset;
+  int64_t v_offset;
+  int64_t o_offset;
+  int seqlen_q;
+  int seqlen_k;
+  int q_start;  // first packed query token (varlen LSE index), else 0
+
+  __device__ __forceinline__ static SequenceSpan Of(const FwdParams& p, int b) {
+    SequenceSpan s;
+    if (p.cu_seqlens_q != nullptr) {
+      const int q0 = p.cu_seqlens_q[b];
+      const int k0 = p.cu_seqlens_k[b];
+      s.seqlen_q = p.cu_seqlens_q[b + 1] - q0;
+      s.seqlen_k = p.cu_seqlens_k[b + 1] - k0;
+      s.q_start = q0;
+      s.q_offset = q0 * p.q_row_stride;
+      s.o_offset = q0 * p.o_row_stride;
+      s.k_offset = k0 * p.kv_row_stride;
+      s.v_offset = k0 * p.kv_row_stride;
+    } else {
+      s.seqlen_q = p.seqlen_q;
+      s.seqlen_k = p.seqlen_k;
+      s.q_start = 0;
+      s.q_offset = b * p.q_batch_stride;
+      s.o_offset = b * p.o_batch_stride;
+      s.k_offset = b * p.k_batch_stride;
+      s.v_offset = b * p.v_batch_stride;
+    }
+    return s;
+  }
+};
+
+template <class Cfg, class T, bool kEven, bool kMasked>
 __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPerSm)
     FlashFwdKernel(const __grid_constant__ FwdParams p) {
   using Shape = KernelShape<Cfg>;
-  using QCopy = TileCopy<Cfg::kBlockM, Shape::kThreads, Cfg::kSwizzle>;
-  using KVCopy = TileCopy<Cfg::kBlockN, Shape::kThreads, Cfg::kSwizzle>;
+  using Geometry = typename Shape::Geometry;
+  using QCopy = TileCopy<Cfg::kBlockM, Shape::kThreads, Cfg::kSwizzle, Cfg::kHeadDim>;
+  using KVCopy = TileCopy<Cfg::kBlockN, Shape::kThreads, Cfg::kSwizzle, Cfg::kHeadDim>;
+  using Tile = SmemTile<Cfg::kSwizzle, Geometry::kRowBytes>;
   constexpr int kMTiles = Shape::kMTiles;
   constexpr int kNTiles = Shape::kNTiles;
   constexpr int kDTiles = Shape::kDTiles;
   constexpr int kQKSlices = Shape::kQKSlices;
   constexpr int kPVSlices = Shape::kPVSlices;
+  constexpr bool kPredicated = !kEven;
+  constexpr bool kMaskAware = kMasked || !kEven;  // rows may see no key in a block
+
+  // Masked grids run their query blocks last-first: under a causal mask the
+  // last blocks see the most keys, and starting them first shortens the tail.
+  const int m_block = kMasked ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int head = blockIdx.y;
+  const int b = blockIdx.z;
+  const SequenceSpan seq = SequenceSpan::Of(p, b);
+  if (!kEven && m_block * Cfg::kBlockM >= seq.seqlen_q) return;  // varlen: past this sequence
+  const int q_rows = kEven ? Cfg::kBlockM : min(Cfg::kBlockM, seq.seqlen_q - m_block * Cfg::kBlockM);
+
+  const BlockMask<Cfg::kBlockM, Cfg::kBlockN> mask{seq.seqlen_k, seq.seqlen_k - seq.seqlen_q,
+                                                    p.window_left, p.window_right};
+  int n_begin = 0;
+  int n_end = (seq.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  if constexpr (kMasked) mask.KeyBlocks(m_block, &n_begin, &n_end);
 
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sQ = SmemAddress(smem);
-  const uint32_t sK = sQ + Cfg::kBlockM * kRowBytes;
-  const uint32_t sV = sK + Cfg::kBlockN * kRowBytes;
+  const uint32_t sK = sQ + Cfg::kBlockM * Geometry::kRowBytes;
+  const uint32_t sV = sK + Cfg::kBlockN * Geometry::kRowBytes;
 
   const int tid = threadIdx.x;
   const int lane = tid % 32;
   const int warp_row0 = (tid / 32) * Shape::kWarpRows;
-  const WarpOperands<Cfg::kSwizzle> operands(lane);
-  const int64_t head_offset =
-      static_cast<int64_t>(blockIdx.z) * p.batch_stride + blockIdx.y * p.head_stride;
-  const int64_t q_offset =
-      head_offset + static_cast<int64_t>(blockIdx.x) * Cfg::kBlockM * p.row_stride;
-  const T* gQ = static_cast<const T*>(p.q) + q_offset;
-  const T* gK = static_cast<const T*>(p.k) + head_offset;
-  const T* gV = static_cast<const T*>(p.v) + head_offset;
-  T* gO = static_cast<T*>(p.o) + q_offset;
-  const int64_t kv_block_stride = Cfg::kBlockN * p.row_stride;
-  const int n_blocks = p.seq_len / Cfg::kBlockN;
+  const WarpOperands<Cfg::kSwizzle, Geometry::kRowBytes> operands(lane);
+  const int kv_head = head / p.heads_per_kv;
+  const int64_t q_row0 = static_cast<int64_t>(m_block) * Cfg::kBlockM;
+  const T* gQ = static_cast<const T*>(p.q) + seq.q_offset + head * p.q_head_stride +
+                q_row0 * p.q_row_stride;
+  T* gO = static_cast<T*>(p.o) + seq.o_offset + head * p.o_head_stride + q_row0 * p.o_row_stride;
+  const T* gK = static_cast<const T*>(p.k) + seq.k_offset + kv_head * p.k_head_stride;
+  const T* gV = static_cast<const T*>(p.v) + seq.v_offset + kv_head * p.v_head_stride;
+  const int64_t kv_block_stride = Cfg::kBlockN * p.kv_row_stride;
+  // Rows of key block j that exist (the last block of a ragged sequence is short).
+  auto key_rows = [&](int j) { return seq.seqlen_k - j * Cfg::kBlockN; };
+  auto load_k = [&](int j) {
+    KVCopy::template LoadAsync<kPredicated>(sK, gK + j * kv_block_stride, p.kv_row_stride, tid,
+                                            key_rows(j));
+  };
+  auto load_v = [&](int j) {
+    KVCopy::template LoadAsync<kPredicated>(sV, gV + j * kv_block_stride, p.kv_row_stride, tid,
+                                            key_rows(j));
+  };
 
   float acc_o[kMTiles][kDTiles][4];
   ClearAccumulators(acc_o);
-  OnlineSoftmax<kMTiles, kNTiles, kDTiles, Cfg::kExp2Softmax> softmax;
+  OnlineSoftmax<kMTiles, kNTiles, kDTiles, Cfg::kExp2Softmax, kMaskAware> softmax;
   softmax.Init();
 
-  // Prologue: Q (and with eager loads, K(0)) in flight.
-  QCopy::LoadAsync(sQ, gQ, p.row_stride, tid);
+  // Prologue: Q (and with eager loads, K(n_begin)) in flight.
+  QCopy::template LoadAsync<kPredicated>(sQ, gQ, p.q_row_stride, tid, q_rows);
   CpAsyncCommit();
   if constexpr (Cfg::kEagerKV) {
-    KVCopy::LoadAsync(sK, gK, p.row_stride, tid);
+    if (n_begin < n_end) load_k(n_begin);
     CpAsyncCommit();
   }
   constexpr int kQRegMTiles = Cfg::kQInRegisters ? kMTiles : 1;
@@ -122,16 +197,16 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
     uint32_t b[kDTiles / 2][4];
   };
 
-  for (int j = 0; j < n_blocks; ++j) {
+  for (int j = n_begin; j < n_end; ++j) {
     if constexpr (Cfg::kEagerKV) {
       CpAsyncWait<0>();  // K(j) has landed
       __syncthreads();   // ... everywhere; and every warp is done with V(j-1)
-      KVCopy::LoadAsync(sV, gV + j * kv_block_stride, p.row_stride, tid);
+      load_v(j);
       CpAsyncCommit();
     } else {
-      KVCopy::LoadAsync(sK, gK + j * kv_block_stride, p.row_stride, tid);
+      load_k(j);
       CpAsyncCommit();
-      CpAsyncWait<0>();  // K(j) (and in block 0, Q) has landed
+      CpAsyncWait<0>();  // K(j) (and in the first block, Q) has landed
       __syncthreads();
     }
 
@@ -164,14 +239,19 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
     if constexpr (Cfg::kEagerKV) {
       CpAsyncWait<0>();  // V(j) has landed
       __syncthreads();   // ... everywhere; and every warp is done with K(j)
-      if (j + 1 < n_blocks) KVCopy::LoadAsync(sK, gK + (j + 1) * kv_block_stride, p.row_stride, tid);
+      if (j + 1 < n_end) load_k(j + 1);
       CpAsyncCommit();
     }
 
+    if constexpr (kMasked || !kEven) {
+      if (mask.template NeedsMask<!kEven>(m_block, j)) {
+        mask.Apply(acc_s, static_cast<int>(q_row0) + warp_row0, j * Cfg::kBlockN, lane);
+      }
+    }
     softmax.Update(acc_s, acc_o, p.scale, p.scale_log2);
 
     if constexpr (!Cfg::kEagerKV) {
-      KVCopy::LoadAsync(sV, gV + j * kv_block_stride, p.row_stride, tid);
+      load_v(j);
       CpAsyncCommit();
       CpAsyncWait<0>();  // V(j) has landed
       __syncthreads();   // ... everywhere (every warp is also done with K(j))
@@ -209,7 +289,8 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
 
   // Epilogue: normalise, stage O through Q's buffer, store 16 B per thread.
   softmax.Normalize(acc_o);
-  __syncthreads();  // every warp is done reading Q, K and V
+  CpAsyncWait<0>();  // nothing may still land in shared memory (Q, with no key block)
+  __syncthreads();   // every warp is done reading Q, K and V
   const int group = lane / 4;
   const int tig = lane % 4;
 #pragma unroll
@@ -219,13 +300,27 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
       const int row = warp_row0 + 16 * mt + group + 8 * h;
 #pragma unroll
       for (int dt = 0; dt < kDTiles; ++dt) {
-        StShared32(sQ + SmemTile<Cfg::kSwizzle>::ChunkOffset(row, dt) + 4 * tig,
+        StShared32(sQ + Tile::ChunkOffset(row, dt) + 4 * tig,
                    PackFloat2<T>(acc_o[mt][dt][2 * h], acc_o[mt][dt][2 * h + 1]));
       }
     }
   }
+  if (p.lse != nullptr && tig == 0) {
+    // LSE: [batch, heads_q, seqlen_q], or [heads_q, total_q] with varlen.
+    float* lse = p.cu_seqlens_q != nullptr
+                     ? p.lse + static_cast<int64_t>(head) * p.total_q + seq.q_start
+                     : p.lse + (static_cast<int64_t>(b) * p.heads_q + head) * p.seqlen_q;
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = warp_row0 + 16 * mt + group + 8 * h;
+        if (row < q_rows) lse[q_row0 + row] = softmax.Lse(mt, h, p.scale_log2);
+      }
+    }
+  }
   __syncthreads();  // O is complete in shared memory
-  QCopy::Store(gO, p.row_stride, sQ, tid);
+  QCopy::template Store<kPredicated>(gO, p.o_row_stride, sQ, tid, q_rows);
 }
 
 }  // namespace attn::fa2

@@ -1,6 +1,6 @@
 // FwdParams: everything a FlashAttention-2 forward launch needs, as a plain
-// struct passed by value (__grid_constant__). Host and device code share it;
-// it includes no CUDA header.
+// struct passed by value (__grid_constant__); FA2's Flash_fwd_params, cut to
+// the forward pass. Host and device code share it; it includes no CUDA header.
 #ifndef ATTN_KERNELS_SRC_CUDA_FWD_PARAMS_H_
 #define ATTN_KERNELS_SRC_CUDA_FWD_PARAMS_H_
 
@@ -9,16 +9,32 @@
 namespace attn::fa2 {
 
 struct FwdParams {
-  const void* q;  // [batch, seq_len, num_heads, head_dim], 16-byte aligned
+  // [batch, seq, heads, head_dim] (varlen: [total, heads, head_dim]); the last
+  // dimension contiguous, every pointer and row/head stride 16-byte aligned.
+  const void* q;
   const void* k;
   const void* v;
   void* o;
-  int64_t batch_stride;  // elements between consecutive batches (seq_len * row_stride)
-  int64_t row_stride;    // elements between consecutive tokens (num_heads * head_dim)
-  int64_t head_stride;   // elements between consecutive heads (head_dim)
+  float* lse;                   // null: not wanted; else [batch, heads_q, seqlen_q]
+                                // (varlen: [heads_q, total_q])
+  const int32_t* cu_seqlens_q;  // null unless varlen: batch + 1 token offsets
+  const int32_t* cu_seqlens_k;
+  // Element strides; the batch strides are unused with varlen. K and V share
+  // their row stride (as in any [.., seq, (2,) heads, dim] layout): a second
+  // 64-bit stride live through the main loop costs the 128x64 tile spills.
+  int64_t q_batch_stride, q_row_stride, q_head_stride;
+  int64_t k_batch_stride, k_head_stride;
+  int64_t v_batch_stride, v_head_stride;
+  int64_t kv_row_stride;
+  int64_t o_batch_stride, o_row_stride, o_head_stride;
   int batch;
-  int seq_len;
-  int num_heads;
+  int seqlen_q;  // varlen: the longest sequence (sizes the grid)
+  int seqlen_k;
+  int heads_q;
+  int heads_per_kv;  // heads_q / heads_kv (grouped-query attention)
+  int total_q;       // varlen: packed query tokens (LSE layout)
+  int window_left;   // −1: unbounded
+  int window_right;  // −1: unbounded; causal is 0
   float scale;       // softmax scale applied to q·kᵀ
   float scale_log2;  // scale * log2(e), for the exp2 form of the softmax
 };

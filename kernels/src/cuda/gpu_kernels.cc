@@ -1,10 +1,13 @@
-// The GPU half of the registry (gpu_kernels.h): the ladder's kernels and the
-// step-7 tuning candidates, the tuned choice per device, and the launch path
-// from AttentionArgs to LaunchFlashFwd. Host code only.
+// The GPU half of the registry (gpu_kernels.h): the ladder's kernels, the
+// step-7 tuning candidates and the production kernel, each resolved once
+// into a KernelHandle whose Run builds FwdParams and calls a launcher chosen
+// by dtype, even lengths and mask. Host code only.
 #include "gpu_kernels.h"
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -20,39 +23,44 @@ namespace attn {
 namespace fa2 {
 namespace {
 
+// One compiled configuration.
 struct GpuKernel {
   const char* name;
   int step;
   const char* description;
+  int head_dim;
   int block_m;
   int block_n;
   int num_warps;
-  LaunchFn launch_fp16;
-  LaunchFn launch_bf16;
+  Launchers launchers;
 };
 
 template <class Cfg>
-GpuKernel Make(const char* name, int step, const char* description) {
-  return {name,          step,
-          description,   Cfg::kBlockM,
-          Cfg::kBlockN,  Cfg::kNumWarps,
-          &LaunchFlashFwd<Cfg, DType::kFloat16>, &LaunchFlashFwd<Cfg, DType::kBFloat16>};
+GpuKernel Ladder(const char* name, int step, const char* description) {
+  return {name,         step,         description,     Cfg::kHeadDim,
+          Cfg::kBlockM, Cfg::kBlockN, Cfg::kNumWarps, LadderLaunchers<Cfg>()};
+}
+
+template <class Cfg>
+GpuKernel Production() {
+  return {kProductionKernelName, 0, "", Cfg::kHeadDim, Cfg::kBlockM, Cfg::kBlockN,
+          Cfg::kNumWarps, AllLaunchers<Cfg>()};
 }
 
 // Ladder steps with a fixed configuration, in order (step 7 is resolved per
 // device from the candidates below).
 const std::vector<GpuKernel>& FixedLadder() {
   static const std::vector<GpuKernel> kernels = {
-      Make<K01Base>("k01_base", 1,
-                    "base: mma.sync m16n8k16 + ldmatrix + cp.async, 64x64, 4 warps"),
-      Make<K02Swizzle>("k02_swizzle", 2, "XOR-swizzled shared memory (no bank conflicts)"),
-      Make<K03EagerKV>("k03_eager_kv", 3, "eager K/V loads overlapping compute"),
-      Make<K04Sliced>("k04_sliced_ldst", 4,
-                      "shared->register loads interleaved with mma's, 16-wide slices"),
-      Make<K05RfDoubleBuffer>("k05_rf_double_buffer", 5,
-                              "register fragments double-buffered one slice ahead"),
-      Make<K06Exp2Softmax>("k06_exp2_softmax", 6,
-                           "softmax as exp2 with the scale folded into one FFMA"),
+      Ladder<K01Base>("k01_base", 1,
+                      "base: mma.sync m16n8k16 + ldmatrix + cp.async, 64x64, 4 warps"),
+      Ladder<K02Swizzle>("k02_swizzle", 2, "XOR-swizzled shared memory (no bank conflicts)"),
+      Ladder<K03EagerKV>("k03_eager_kv", 3, "eager K/V loads overlapping compute"),
+      Ladder<K04Sliced>("k04_sliced_ldst", 4,
+                        "shared->register loads interleaved with mma's, 16-wide slices"),
+      Ladder<K05RfDoubleBuffer>("k05_rf_double_buffer", 5,
+                                "register fragments double-buffered one slice ahead"),
+      Ladder<K06Exp2Softmax>("k06_exp2_softmax", 6,
+                             "softmax as exp2 with the scale folded into one FFMA"),
   };
   return kernels;
 }
@@ -61,31 +69,41 @@ const std::vector<GpuKernel>& FixedLadder() {
 // stays in registers, K/V slicing and register double-buffering.
 const std::vector<GpuKernel>& Candidates() {
   static const std::vector<GpuKernel> kernels = {
-      Make<K07Candidate<64, 64, 4, true, true, false>>(
+      Ladder<K07Candidate<64, 64, 4, true, true, false>>(
           "k07/64x64_w4_qregs", 7, "64x64, 4 warps, Q in registers, K/V sliced"),
-      Make<K07Candidate<64, 64, 4, false, true, true>>(
+      Ladder<K07Candidate<64, 64, 4, false, true, true>>(
           "k07/64x64_w4_sliced_db", 7, "64x64, 4 warps, Q/K/V sliced, double-buffered"),
-      Make<K07Candidate<64, 128, 4, false, true, true>>(
+      Ladder<K07Candidate<64, 128, 4, false, true, true>>(
           "k07/64x128_w4_sliced_db", 7, "64x128, 4 warps, Q/K/V sliced, double-buffered"),
-      Make<K07Candidate<128, 32, 4, false, true, true>>(
+      Ladder<K07Candidate<128, 32, 4, false, true, true>>(
           "k07/128x32_w4_sliced_db", 7, "128x32, 4 warps, Q/K/V sliced, double-buffered"),
-      Make<K07Candidate<128, 64, 4, false, true, false>>(
+      Ladder<K07Candidate<128, 64, 4, false, true, false>>(
           "k07/128x64_w4_sliced", 7, "128x64, 4 warps, Q/K/V sliced"),
-      Make<K07Candidate<128, 64, 4, false, true, true>>(
+      Ladder<K07Candidate<128, 64, 4, false, true, true>>(
           "k07/128x64_w4_sliced_db", 7, "128x64, 4 warps, Q/K/V sliced, double-buffered"),
-      Make<K07Candidate<128, 64, 8, false, true, true>>(
+      Ladder<K07Candidate<128, 64, 8, false, true, true>>(
           "k07/128x64_w8_sliced_db", 7, "128x64, 8 warps, Q/K/V sliced, double-buffered"),
-      Make<K07Candidate<128, 128, 8, false, true, true>>(
+      Ladder<K07Candidate<128, 128, 8, false, true, true>>(
           "k07/128x128_w8_sliced_db", 7, "128x128, 8 warps, Q/K/V sliced, double-buffered"),
   };
+  return kernels;
+}
+
+// The production kernel's tiles, one per head_dim, ascending.
+const std::array<GpuKernel, 5>& ProductionFamily() {
+  static const std::array<GpuKernel, 5> kernels = {
+      Production<FlashFwdHdim64>(), Production<FlashFwdHdim96>(),
+      Production<FlashFwdHdim128>(), Production<FlashFwdHdim192>(),
+      Production<FlashFwdHdim256>()};
   return kernels;
 }
 
 constexpr char kAutotunedName[] = "k07_autotuned";
 // FA2's own choice for head_dim 128 on sm80 and sm90 (128x64, 4 warps).
 constexpr char kDefaultCandidate[] = "k07/128x64_w4_sliced_db";
+constexpr int kMinComputeCapability = 80;  // mma.sync bf16, ldmatrix, cp.async
 
-const GpuKernel* FindIn(const std::vector<GpuKernel>& kernels, const std::string& name) {
+const GpuKernel* FindIn(const std::vector<GpuKernel>& kernels, absl::string_view name) {
   for (const GpuKernel& k : kernels) {
     if (name == k.name) return &k;
   }
@@ -124,7 +142,8 @@ CurrentDevice GetCurrentDevice() {
   return it->second;
 }
 
-// The candidate k07_autotuned runs on the current device.
+// The candidate k07_autotuned runs on the current device. The tuning table
+// ($ATTN_TUNING_TABLE, then the built-in one) is read here, at resolution.
 absl::StatusOr<const GpuKernel*> ResolveAutotuned() {
   std::string candidate = kDefaultCandidate;
   if (CurrentDevice device = GetCurrentDevice(); device.ordinal >= 0) {
@@ -140,17 +159,38 @@ absl::StatusOr<const GpuKernel*> ResolveAutotuned() {
   return kernel;
 }
 
-KernelInfo ToInfo(const GpuKernel& k, const char* name, const std::string& description) {
+KernelInfo LadderInfo(const GpuKernel& k, absl::string_view name, std::string description) {
   KernelInfo info;
-  info.name = name;
+  info.name = std::string(name);
   info.ladder_step = k.step;
-  info.description = description;
+  info.description = std::move(description);
   info.backend = Backend::kCuda;
-  info.head_dim = 128;
-  info.seq_multiple = std::max(k.block_m, k.block_n);  // both are powers of two
+  info.caps.head_dims = {k.head_dim};
+  info.caps.seq_multiple = std::max(k.block_m, k.block_n);  // both are powers of two
+  info.caps.min_compute_capability = kMinComputeCapability;
   info.block_m = k.block_m;
   info.block_n = k.block_n;
   info.num_warps = k.num_warps;
+  return info;
+}
+
+KernelInfo ProductionInfo() {
+  const GpuKernel& reference = ProductionFamily()[2];  // head_dim 128
+  KernelInfo info;
+  info.name = kProductionKernelName;
+  info.ladder_step = 0;
+  info.description =
+      "production FA2 forward: causal, window, any lengths, GQA/MQA, LSE, varlen, strides; "
+      "head_dim 64/96/128/192/256, each with its own tile";
+  info.backend = Backend::kCuda;
+  KernelCapabilities& caps = info.caps;
+  for (const GpuKernel& k : ProductionFamily()) caps.head_dims.push_back(k.head_dim);
+  caps.causal = caps.window = caps.gqa = caps.seqlen_q_ne_k = caps.lse = caps.varlen =
+      caps.strided = true;
+  caps.min_compute_capability = kMinComputeCapability;
+  info.block_m = reference.block_m;
+  info.block_n = reference.block_n;
+  info.num_warps = reference.num_warps;
   return info;
 }
 
@@ -163,6 +203,93 @@ absl::Status CheckDevicePointer(const char* field, const void* ptr) {
   if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, " must point to device memory for GPU kernels"));
+  }
+  return absl::OkStatus();
+}
+
+FwdParams MakeParams(const AttentionArgs& args) {
+  const AttentionProblem& pb = args.problem;
+  FwdParams p{};
+  p.q = args.q;
+  p.k = args.k;
+  p.v = args.v;
+  p.o = args.out;
+  p.lse = pb.return_lse ? args.lse : nullptr;
+  p.cu_seqlens_q = pb.varlen ? args.cu_seqlens_q : nullptr;
+  p.cu_seqlens_k = pb.varlen ? args.cu_seqlens_k : nullptr;
+  p.q_batch_stride = args.q_strides.batch;
+  p.q_row_stride = args.q_strides.row;
+  p.q_head_stride = args.q_strides.head;
+  p.k_batch_stride = args.k_strides.batch;
+  p.k_head_stride = args.k_strides.head;
+  p.v_batch_stride = args.v_strides.batch;
+  p.v_head_stride = args.v_strides.head;
+  p.kv_row_stride = args.k_strides.row;  // RunGpu checked v's is the same
+  p.o_batch_stride = args.out_strides.batch;
+  p.o_row_stride = args.out_strides.row;
+  p.o_head_stride = args.out_strides.head;
+  p.batch = static_cast<int>(pb.batch);
+  p.seqlen_q = static_cast<int>(pb.seqlen_q);
+  p.seqlen_k = static_cast<int>(pb.seqlen_k);
+  p.heads_q = static_cast<int>(pb.heads_q);
+  p.heads_per_kv = static_cast<int>(pb.heads_q / pb.heads_kv);
+  p.total_q = static_cast<int>(pb.varlen ? pb.total_q : 0);
+  p.window_left = static_cast<int>(pb.window_left);
+  p.window_right = static_cast<int>(pb.EffectiveWindowRight());
+  p.scale = pb.ResolvedScale();
+  p.scale_log2 = p.scale * static_cast<float>(M_LOG2E);
+  return p;
+}
+
+// A handle's `impl` is the GpuKernel it runs, or null for the production
+// family, whose tile is chosen per call by head_dim.
+absl::Status RunGpu(const void* impl, const KernelInfo& info, const AttentionArgs& args,
+                    CUstream_st* stream) {
+  if (absl::Status st = ValidateArgs(args, info); !st.ok()) return st;
+  const CurrentDevice device = GetCurrentDevice();
+  if (device.ordinal < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kernel '", info.name, "' needs a CUDA device, and none is visible"));
+  }
+  if (device.compute_major * 10 < kMinComputeCapability) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "kernel '", info.name, "' needs compute capability 8.0 or newer; device ",
+        device.ordinal, " (", device.name, ") has ", device.compute_major, ".x"));
+  }
+  if (args.k_strides.row != args.v_strides.row) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "v_strides.row (", args.v_strides.row, ") differs from k_strides.row (",
+        args.k_strides.row, "); GPU kernels need K and V rows the same distance apart"));
+  }
+  const AttentionProblem& pb = args.problem;
+  std::vector<std::pair<const char*, const void*>> pointers = {
+      {"q", args.q}, {"k", args.k}, {"v", args.v}, {"out", args.out}};
+  if (pb.return_lse) pointers.emplace_back("lse", args.lse);
+  if (pb.varlen) {
+    pointers.emplace_back("cu_seqlens_q", args.cu_seqlens_q);
+    pointers.emplace_back("cu_seqlens_k", args.cu_seqlens_k);
+  }
+  for (const auto& [field, ptr] : pointers) {
+    if (absl::Status st = CheckDevicePointer(field, ptr); !st.ok()) return st;
+  }
+
+  const GpuKernel* k = static_cast<const GpuKernel*>(impl);
+  if (k == nullptr) {
+    for (const GpuKernel& candidate : ProductionFamily()) {
+      if (candidate.head_dim == pb.head_dim) k = &candidate;
+    }
+  }
+  if (k == nullptr) {  // ValidateArgs checked head_dim against the family's
+    return absl::InternalError(absl::StrCat("no tile for head_dim ", pb.head_dim));
+  }
+  const bool even = !pb.varlen && pb.seqlen_q % k->block_m == 0 && pb.seqlen_k % k->block_n == 0;
+  const LaunchFn launch = k->launchers.Get(args.dtype, even, pb.HasMask());
+  if (launch == nullptr) {  // ValidateArgs refuses what the ladder has no variant for
+    return absl::InternalError(absl::StrCat("kernel '", info.name, "' has no variant for ",
+                                            pb.ToString()));
+  }
+  if (cudaError_t err = launch(MakeParams(args), stream); err != cudaSuccess) {
+    return CudaError(err, absl::StrCat("launch of kernel '", info.name, "'"));
   }
   return absl::OkStatus();
 }
@@ -190,84 +317,49 @@ std::vector<DeviceInfo> ListCudaDevices() {
 
 namespace internal {
 
+namespace {
+
+KernelInfo AutotunedInfo(const fa2::GpuKernel& chosen) {
+  return fa2::LadderInfo(chosen, fa2::kAutotunedName,
+                         absl::StrCat("auto-tuned step 6 kernel; here: ", chosen.name + 4, " (",
+                                      chosen.description, ")"));
+}
+
+}  // namespace
+
 std::vector<KernelInfo> GpuKernels() {
   std::vector<KernelInfo> kernels;
   for (const fa2::GpuKernel& k : fa2::FixedLadder()) {
-    kernels.push_back(fa2::ToInfo(k, k.name, k.description));
+    kernels.push_back(fa2::LadderInfo(k, k.name, k.description));
   }
   absl::StatusOr<const fa2::GpuKernel*> tuned = fa2::ResolveAutotuned();
-  const fa2::GpuKernel* chosen =
-      tuned.ok() ? *tuned : fa2::FindIn(fa2::Candidates(), fa2::kDefaultCandidate);
-  kernels.push_back(fa2::ToInfo(
-      *chosen, fa2::kAutotunedName,
-      absl::StrCat("auto-tuned step 6 kernel; here: ", chosen->name + 4, " (",
-                   chosen->description, ")")));
+  kernels.push_back(AutotunedInfo(
+      tuned.ok() ? **tuned : *fa2::FindIn(fa2::Candidates(), fa2::kDefaultCandidate)));
+  kernels.push_back(fa2::ProductionInfo());
   return kernels;
 }
 
 std::vector<KernelInfo> GpuTuningCandidates() {
   std::vector<KernelInfo> kernels;
   for (const fa2::GpuKernel& k : fa2::Candidates()) {
-    kernels.push_back(fa2::ToInfo(k, k.name, k.description));
+    kernels.push_back(fa2::LadderInfo(k, k.name, k.description));
   }
   return kernels;
 }
 
-absl::Status LaunchGpuKernel(const KernelInfo& kernel, const AttentionArgs& args,
-                             CUstream_st* stream) {
-  const fa2::CurrentDevice device = fa2::GetCurrentDevice();
-  if (device.ordinal < 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("kernel '", kernel.name, "' needs a CUDA device, and none is visible"));
+absl::StatusOr<KernelHandle> ResolveGpuKernel(absl::string_view name) {
+  if (name == kProductionKernelName) {
+    return KernelHandle(fa2::ProductionInfo(), &fa2::RunGpu, nullptr);
   }
-  if (device.compute_major < 8) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "kernel '", kernel.name, "' needs compute capability 8.0 or newer; device ",
-        device.ordinal, " (", device.name, ") has ", device.compute_major, ".x"));
-  }
-  const fa2::GpuKernel* k = nullptr;
-  if (kernel.name == fa2::kAutotunedName) {
+  if (name == fa2::kAutotunedName) {
     absl::StatusOr<const fa2::GpuKernel*> tuned = fa2::ResolveAutotuned();
     if (!tuned.ok()) return tuned.status();
-    k = *tuned;
-  } else {
-    k = fa2::FindIn(fa2::FixedLadder(), kernel.name);
-    if (k == nullptr) k = fa2::FindIn(fa2::Candidates(), kernel.name);
+    return KernelHandle(AutotunedInfo(**tuned), &fa2::RunGpu, *tuned);
   }
-  if (k == nullptr) return absl::NotFoundError(absl::StrCat("no GPU kernel '", kernel.name, "'"));
-  if (args.q.shape.seq_len % std::max(k->block_m, k->block_n) != 0) {
-    // Only possible if the tuning table changed between validation and launch.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shape.seq_len is ", args.q.shape.seq_len, "; kernel '", k->name,
-        "' needs a multiple of ", std::max(k->block_m, k->block_n)));
-  }
-  for (const auto& [field, ptr] : {std::pair<const char*, const void*>{"q.data", args.q.data},
-                                   {"k.data", args.k.data},
-                                   {"v.data", args.v.data},
-                                   {"out.data", args.out.data}}) {
-    if (absl::Status st = fa2::CheckDevicePointer(field, ptr); !st.ok()) return st;
-  }
-
-  const Shape& s = args.q.shape;
-  fa2::FwdParams params{};
-  params.q = args.q.data;
-  params.k = args.k.data;
-  params.v = args.v.data;
-  params.o = args.out.data;
-  params.row_stride = s.RowStride();
-  params.batch_stride = s.seq_len * params.row_stride;
-  params.head_stride = s.head_dim;
-  params.batch = static_cast<int>(s.batch);
-  params.seq_len = static_cast<int>(s.seq_len);
-  params.num_heads = static_cast<int>(s.num_heads);
-  params.scale = args.ResolvedScale();
-  params.scale_log2 = params.scale * static_cast<float>(M_LOG2E);
-
-  const fa2::LaunchFn launch = args.q.dtype == DType::kBFloat16 ? k->launch_bf16 : k->launch_fp16;
-  if (cudaError_t err = launch(params, stream); err != cudaSuccess) {
-    return fa2::CudaError(err, absl::StrCat("launch of kernel '", kernel.name, "'"));
-  }
-  return absl::OkStatus();
+  const fa2::GpuKernel* k = fa2::FindIn(fa2::FixedLadder(), name);
+  if (k == nullptr) k = fa2::FindIn(fa2::Candidates(), name);
+  if (k == nullptr) return absl::NotFoundError(absl::StrCat("no GPU kernel '", name, "'"));
+  return KernelHandle(fa2::LadderInfo(*k, k->name, k->description), &fa2::RunGpu, k);
 }
 
 }  // namespace internal

@@ -12,6 +12,7 @@ namespace attn::fa2 {
 // block is loaded whole into registers before its GEMM; K and V are fetched
 // one after the other, each waited for before use.
 struct K01Base {
+  static constexpr int kHeadDim = 128;   // the seed's head_dim
   static constexpr int kBlockM = 64;     // query rows per CTA (B_r)
   static constexpr int kBlockN = 64;     // key/value rows per main-loop step (B_c)
   static constexpr int kNumWarps = 4;
@@ -73,6 +74,30 @@ struct K07Candidate : K06Exp2Softmax {
   static constexpr bool kVSliced = KVSliced;
   static constexpr bool kRfDoubleBuffer = DoubleBuffer;
 };
+
+// The production kernel ("flash_fwd"): step 6's kernel with every breadth
+// feature (chosen at launch by the kernel's kEven/kMasked switches), one
+// tile per head_dim. head_dim 128 takes step 7's winner on the H200 and
+// FA2's own choice (128x64, 4 warps, Q/K/V sliced); the others follow FA2's
+// run_mha_fwd_hdim* for sm80/sm90, with 128x64 where FA2 uses 128x128 for
+// head_dim 64 (our P stays in separate registers, and 128x128 would spill)
+// and 8 warps for head_dim 96 (its chunk-by-chunk copies spill at 4 warps).
+template <int HeadDim, int BlockM, int BlockN, int NumWarps>
+struct FlashFwdTile : K06Exp2Softmax {
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kBlockM = BlockM;
+  static constexpr int kBlockN = BlockN;
+  static constexpr int kNumWarps = NumWarps;
+  static constexpr bool kQInRegisters = false;
+  static constexpr bool kKSliced = true;
+  static constexpr bool kVSliced = true;
+  static constexpr bool kRfDoubleBuffer = false;
+};
+using FlashFwdHdim64 = FlashFwdTile<64, 128, 64, 4>;
+using FlashFwdHdim96 = FlashFwdTile<96, 128, 64, 8>;
+using FlashFwdHdim128 = FlashFwdTile<128, 128, 64, 4>;
+using FlashFwdHdim192 = FlashFwdTile<192, 128, 64, 8>;
+using FlashFwdHdim256 = FlashFwdTile<256, 128, 64, 8>;
 
 }  // namespace attn::fa2
 

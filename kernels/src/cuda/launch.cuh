@@ -11,28 +11,41 @@
 
 namespace attn::fa2 {
 
-template <class Config, DType kDType>
+template <class Config, DType kDType, bool kEven, bool kMasked>
 cudaError_t LaunchFlashFwd(const FwdParams& params, cudaStream_t stream) {
   using T = std::conditional_t<kDType == DType::kBFloat16, __nv_bfloat16, __half>;
   using Shape = KernelShape<Config>;
-  const auto kernel = &FlashFwdKernel<Config, T>;
+  const auto kernel = &FlashFwdKernel<Config, T, kEven, kMasked>;
   if constexpr (Shape::kSmemBytes > 48 * 1024) {
     // Above 48 KiB a kernel must opt in to its dynamic shared memory.
     const cudaError_t err = cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes);
     if (err != cudaSuccess) return err;
   }
-  const dim3 grid(params.seq_len / Config::kBlockM, params.num_heads, params.batch);
+  const dim3 grid((params.seqlen_q + Config::kBlockM - 1) / Config::kBlockM, params.heads_q,
+                  params.batch);
   kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(params);
   return cudaGetLastError();
 }
 
 }  // namespace attn::fa2
 
-#define ATTN_INSTANTIATE_FLASH_FWD(...)                                                    \
-  template cudaError_t attn::fa2::LaunchFlashFwd<__VA_ARGS__, attn::DType::kFloat16>(    \
-      const attn::fa2::FwdParams&, cudaStream_t);                                          \
-  template cudaError_t attn::fa2::LaunchFlashFwd<__VA_ARGS__, attn::DType::kBFloat16>(   \
+#define ATTN_INSTANTIATE_VARIANT(CONFIG, EVEN, MASKED)                                        \
+  template cudaError_t                                                                        \
+  attn::fa2::LaunchFlashFwd<CONFIG, attn::DType::kFloat16, EVEN, MASKED>(                    \
+      const attn::fa2::FwdParams&, cudaStream_t);                                             \
+  template cudaError_t                                                                        \
+  attn::fa2::LaunchFlashFwd<CONFIG, attn::DType::kBFloat16, EVEN, MASKED>(                   \
       const attn::fa2::FwdParams&, cudaStream_t);
+
+// A ladder step: even lengths, no mask (what LadderLaunchers takes).
+#define ATTN_INSTANTIATE_LADDER(CONFIG) ATTN_INSTANTIATE_VARIANT(CONFIG, true, false)
+
+// A production family: every variant (what AllLaunchers takes).
+#define ATTN_INSTANTIATE_ALL(CONFIG)         \
+  ATTN_INSTANTIATE_VARIANT(CONFIG, true, false)  \
+  ATTN_INSTANTIATE_VARIANT(CONFIG, true, true)   \
+  ATTN_INSTANTIATE_VARIANT(CONFIG, false, false) \
+  ATTN_INSTANTIATE_VARIANT(CONFIG, false, true)
 
 #endif  // ATTN_KERNELS_SRC_CUDA_LAUNCH_CUH_

@@ -1,7 +1,14 @@
 // CTA-wide copies between global memory and shared-memory tiles of
-// [kRows x kHeadDim] 16-bit elements. kThreads threads cover kThreads / 16
-// rows per step, one 16-byte chunk each, so a warp moves two full 256-byte
-// rows per instruction (coalesced).
+// [kRows x kHeadDim] 16-bit elements, 16-byte chunks per thread. When the
+// threads cover whole rows (kThreads a multiple of the chunks per row, in row
+// steps that keep the swizzle pattern), each thread keeps one chunk column
+// and steps down the rows (a warp moves whole rows per instruction,
+// coalesced); otherwise (head_dim 96 or 192) the chunks are dealt out in
+// order, row and chunk computed per step.
+//
+// kPredicated: rows at or past `valid_rows` are not read (their shared
+// memory is zero-filled by cp.async's src-size operand) and not written —
+// the ragged tails of sequences whose length is not a multiple of the block.
 #ifndef ATTN_KERNELS_SRC_CUDA_DEVICE_GMEM_COPY_CUH_
 #define ATTN_KERNELS_SRC_CUDA_DEVICE_GMEM_COPY_CUH_
 
@@ -12,41 +19,73 @@
 
 namespace attn::fa2 {
 
-template <int kRows, int kThreads, bool kSwizzle>
+template <int kRows, int kThreads, bool kSwizzle, int kHeadDim>
 struct TileCopy {
-  static constexpr int kRowsPerStep = kThreads / kChunksPerRow;
-  static_assert(kThreads % kChunksPerRow == 0, "threads must cover whole rows");
-  static_assert(kRowsPerStep % 8 == 0, "row steps must keep the swizzle pattern");
-  static_assert(kRows % kRowsPerStep == 0, "tile rows must be a multiple of a copy step");
+  using Geometry = TileGeometry<kHeadDim>;
+  using Tile = SmemTile<kSwizzle, Geometry::kRowBytes>;
+  static constexpr int kChunksPerRow = Geometry::kChunksPerRow;
+  static constexpr int kRowBytes = Geometry::kRowBytes;
+  static constexpr bool kWholeRows =
+      kThreads % kChunksPerRow == 0 && (kThreads / kChunksPerRow) % 8 == 0 &&
+      kRows % (kThreads / kChunksPerRow) == 0;
+  static constexpr int kTotalChunks = kRows * kChunksPerRow;
+  static constexpr int kSteps = (kTotalChunks + kThreads - 1) / kThreads;
 
-  // Issues cp.async for the whole tile (the caller commits and waits).
-  // `gmem` points at the tile's first element; rows are `row_stride` apart.
-  template <class T>
-  __device__ __forceinline__ static void LoadAsync(uint32_t smem_tile, const T* gmem,
-                                                   int64_t row_stride, int tid) {
-    const int row0 = tid / kChunksPerRow;
-    const int chunk = tid % kChunksPerRow;
-    const T* src = gmem + row0 * row_stride + chunk * kChunkElems;
-    const uint32_t dst = smem_tile + SmemTile<kSwizzle>::ChunkOffset(row0, chunk);
+  // Calls fn(row, smem_offset, gmem) for each chunk this thread moves, with
+  // `gmem` pointing at that chunk (rows `row_stride` apart).
+  template <class T, class Fn>
+  __device__ __forceinline__ static void ForEachChunk(int tid, T* gmem, int64_t row_stride,
+                                                      Fn&& fn) {
+    if constexpr (kWholeRows) {
+      constexpr int kRowsPerStep = kThreads / kChunksPerRow;
+      const int row0 = tid / kChunksPerRow;
+      const int chunk = tid % kChunksPerRow;
+      const uint32_t offset0 = Tile::ChunkOffset(row0, chunk);
+      T* src = gmem + row0 * row_stride + chunk * kChunkElems;
 #pragma unroll
-    for (int i = 0; i < kRows / kRowsPerStep; ++i) {
-      CpAsync16(dst + i * kRowsPerStep * kRowBytes, src + i * kRowsPerStep * row_stride);
+      for (int i = 0; i < kRows / kRowsPerStep; ++i) {
+        fn(row0 + i * kRowsPerStep, offset0 + i * kRowsPerStep * kRowBytes,
+           src + i * kRowsPerStep * row_stride);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kSteps; ++i) {
+        const int idx = tid + i * kThreads;
+        if (kTotalChunks % kThreads == 0 || idx < kTotalChunks) {
+          const int row = idx / kChunksPerRow;
+          const int chunk = idx % kChunksPerRow;
+          fn(row, Tile::ChunkOffset(row, chunk), gmem + row * row_stride + chunk * kChunkElems);
+        }
+      }
     }
   }
 
-  // Copies the tile back to global memory with 16-byte stores. The caller
-  // synchronises the CTA between the shared-memory writes and this call.
-  template <class T>
+  // Issues cp.async for the whole tile (the caller commits and waits).
+  // `gmem` points at the tile's first element; rows are `row_stride` apart.
+  template <bool kPredicated, class T>
+  __device__ __forceinline__ static void LoadAsync(uint32_t smem_tile, const T* gmem,
+                                                   int64_t row_stride, int tid,
+                                                   int valid_rows = kRows) {
+    ForEachChunk(tid, gmem, row_stride, [&](int row, uint32_t offset, const T* src) {
+      if constexpr (kPredicated) {
+        // Rows past the end read nothing; point them at the tile's start.
+        const bool valid = row < valid_rows;
+        CpAsync16ZeroFill(smem_tile + offset, valid ? src : gmem, valid);
+      } else {
+        CpAsync16(smem_tile + offset, src);
+      }
+    });
+  }
+
+  // Copies the tile's first `valid_rows` rows back to global memory with
+  // 16-byte stores. The caller synchronises the CTA between the
+  // shared-memory writes and this call.
+  template <bool kPredicated, class T>
   __device__ __forceinline__ static void Store(T* gmem, int64_t row_stride, uint32_t smem_tile,
-                                               int tid) {
-    const int row0 = tid / kChunksPerRow;
-    const int chunk = tid % kChunksPerRow;
-    T* dst = gmem + row0 * row_stride + chunk * kChunkElems;
-    const uint32_t src = smem_tile + SmemTile<kSwizzle>::ChunkOffset(row0, chunk);
-#pragma unroll
-    for (int i = 0; i < kRows / kRowsPerStep; ++i) {
-      StGlobal128(dst + i * kRowsPerStep * row_stride, LdShared128(src + i * kRowsPerStep * kRowBytes));
-    }
+                                               int tid, int valid_rows = kRows) {
+    ForEachChunk(tid, gmem, row_stride, [&](int row, uint32_t offset, T* dst) {
+      if (!kPredicated || row < valid_rows) StGlobal128(dst, LdShared128(smem_tile + offset));
+    });
   }
 };
 

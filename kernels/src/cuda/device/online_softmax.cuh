@@ -11,6 +11,12 @@
 // score, the max is taken on unscaled scores (valid because c > 0), and m·c
 // is computed once per row. Without it, scores are scaled first and
 // exponentiated with __expf (FMUL, FADD, FMUL by log2 e, EX2).
+//
+// kMaskAware: scores may be −inf (masked), so a row may have seen no key yet
+// (running max −inf) or at all. The max is then replaced by 0 in the
+// exponent (as FA2's softmax_rescale_o), so 2^(−inf − 0) = 0 instead of NaN,
+// and such a row ends with output 0 and LSE −inf. Without masks every row
+// sees a finite score in every block, and these checks are compiled out.
 #ifndef ATTN_KERNELS_SRC_CUDA_DEVICE_ONLINE_SOFTMAX_CUH_
 #define ATTN_KERNELS_SRC_CUDA_DEVICE_ONLINE_SOFTMAX_CUH_
 
@@ -20,8 +26,9 @@
 
 namespace attn::fa2 {
 
-template <int kMTiles, int kNTiles, int kDTiles, bool kExp2>
+template <int kMTiles, int kNTiles, int kDTiles, bool kExp2, bool kMaskAware = false>
 struct OnlineSoftmax {
+  static_assert(kExp2 || !kMaskAware, "masking is built on the exp2 form (ladder step 6)");
   float row_max[kMTiles][2];
   float row_sum[kMTiles][2];
 
@@ -64,8 +71,14 @@ struct OnlineSoftmax {
         float alpha;
         float sum = 0.0f;
         if constexpr (kExp2) {
-          alpha = Exp2Approx((row_max[mt][h] - m) * scale_log2);
-          const float m_scaled = m * scale_log2;
+          float m_scaled;
+          if constexpr (kMaskAware) {
+            m_scaled = m == -INFINITY ? 0.0f : m * scale_log2;
+            alpha = Exp2Approx(fmaf(row_max[mt][h], scale_log2, -m_scaled));
+          } else {
+            alpha = Exp2Approx((row_max[mt][h] - m) * scale_log2);
+            m_scaled = m * scale_log2;
+          }
 #pragma unroll
           for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
@@ -98,7 +111,8 @@ struct OnlineSoftmax {
     }
   }
 
-  // Completes the row sums across the quad and divides `o` by them (one
+  // Completes the row sums across the quad (row_sum then holds the row's
+  // full sum in every thread of the quad) and divides `o` by them (one
   // reciprocal per row, then multiplies).
   __device__ __forceinline__ void Normalize(float (&o)[kMTiles][kDTiles][4]) {
 #pragma unroll
@@ -108,13 +122,27 @@ struct OnlineSoftmax {
         float l = row_sum[mt][h];
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const float inv = 1.0f / l;
+        row_sum[mt][h] = l;
+        const float inv = (kMaskAware && l == 0.0f) ? 0.0f : 1.0f / l;
 #pragma unroll
         for (int dt = 0; dt < kDTiles; ++dt) {
           o[mt][dt][2 * h] *= inv;
           o[mt][dt][2 * h + 1] *= inv;
         }
       }
+    }
+  }
+
+  // log(Σ exp(scale · s)) of a row after Normalize: (m·c + log2 l) · ln 2 in
+  // the exp2 form (m unscaled), m + ln l otherwise (m already scaled); −inf
+  // for a row that saw no key.
+  __device__ __forceinline__ float Lse(int mt, int h, float scale_log2) const {
+    const float l = row_sum[mt][h];
+    if (l == 0.0f) return -INFINITY;
+    if constexpr (kExp2) {
+      return (row_max[mt][h] * scale_log2 + __log2f(l)) * 0.6931471805599453f;
+    } else {
+      return row_max[mt][h] + __logf(l);
     }
   }
 };

@@ -28,6 +28,15 @@ __device__ __forceinline__ void CpAsync16(uint32_t smem_addr, const void* gmem) 
                "l"(gmem));
 }
 
+// cp.async.cg with zero fill: copies 16 bytes when `valid`, else reads
+// nothing and writes 16 zero bytes (src-size 0).
+__device__ __forceinline__ void CpAsync16ZeroFill(uint32_t smem_addr, const void* gmem,
+                                                  bool valid) {
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(smem_addr),
+               "l"(gmem), "r"(src_bytes));
+}
+
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 // Waits until at most kPending committed groups are still in flight.

@@ -4,7 +4,7 @@
 // consumes them, so no register moves are needed (see ptx.cuh for the
 // fragment layouts).
 //
-// Every address is tile + (row0 + lane's row) * 256 + chunk bytes, with the
+// Every address is tile + (row0 + lane's row) * pitch + chunk bytes, with the
 // lane-dependent parts computed once per thread. Rows step by multiples of 8,
 // which keep the swizzle pattern, so only the chunk index needs the XOR:
 // (2c + bit) ^ (row % 8) == 2c ^ (bit ^ (row % 8)), one XOR with a constant.
@@ -18,7 +18,7 @@
 
 namespace attn::fa2 {
 
-template <bool kSwizzle>
+template <bool kSwizzle, int kRowBytes>
 class WarpOperands {
  public:
   __device__ __forceinline__ explicit WarpOperands(int lane)
