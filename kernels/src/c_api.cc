@@ -33,13 +33,10 @@ extern "C" int attn_forward(const char* kernel, int dtype, const void* q, const 
   }
   const attn::DType type = dtype == ATTN_DTYPE_BFLOAT16 ? attn::DType::kBFloat16
                                                         : attn::DType::kFloat16;
-  const attn::Shape shape{batch, seq_len, num_heads, head_dim};
-  attn::AttentionArgs args;
-  args.q = {q, type, shape};
-  args.k = {k, type, shape};
-  args.v = {v, type, shape};
-  args.out = {out, type, shape};
-  args.softmax_scale = softmax_scale;
+  attn::AttentionProblem problem =
+      attn::AttentionProblem::SelfAttention(batch, seq_len, num_heads, head_dim);
+  problem.softmax_scale = softmax_scale;
+  const attn::AttentionArgs args = attn::AttentionArgs::Contiguous(problem, type, q, k, v, out);
   return Report(attn::Forward(args, kernel, static_cast<CUstream_st*>(stream)), error,
                 error_size);
 }
