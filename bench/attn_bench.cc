@@ -27,7 +27,10 @@ ABSL_FLAG(std::string, dtypes, "bf16", "comma-separated: bf16, fp16");
 ABSL_FLAG(std::string, seq_lens, "4096", "comma-separated sequence lengths");
 ABSL_FLAG(int64_t, tokens, 16384, "batch = tokens / seq_len unless --batch is set");
 ABSL_FLAG(int64_t, batch, 0, "fixed batch size (0: from --tokens)");
-ABSL_FLAG(int64_t, heads, 16, "number of heads");
+ABSL_FLAG(int64_t, heads, 16, "number of query heads");
+ABSL_FLAG(int64_t, kv_heads, 0, "number of key/value heads (0: --heads)");
+ABSL_FLAG(int64_t, head_dim, 128, "head dimension");
+ABSL_FLAG(bool, causal, false, "causal mask (kernels without it are skipped)");
 ABSL_FLAG(int, warmup, 10, "untimed launches before timing");
 ABSL_FLAG(int, iters, 50, "timed launches; the median is reported");
 ABSL_FLAG(bool, check, true, "check each kernel against the float32 GPU reference first");
@@ -69,8 +72,11 @@ int Run() {
   int failures = 0;
   for (DType dtype : ParseDTypeList(absl::GetFlag(FLAGS_dtypes))) {
     for (int64_t seq : ParseIntList("seq_lens", absl::GetFlag(FLAGS_seq_lens))) {
-      const Shape shape{BatchFor(seq, absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_tokens)),
-                        seq, absl::GetFlag(FLAGS_heads), 128};
+      AttentionProblem shape = AttentionProblem::SelfAttention(
+          BatchFor(seq, absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_tokens)), seq,
+          absl::GetFlag(FLAGS_heads), absl::GetFlag(FLAGS_head_dim));
+      if (absl::GetFlag(FLAGS_kv_heads) > 0) shape.heads_kv = absl::GetFlag(FLAGS_kv_heads);
+      shape.causal = absl::GetFlag(FLAGS_causal);
       absl::StatusOr<DeviceProblem> problem = DeviceProblem::Create(shape, dtype, options, seq);
       if (!problem.ok()) {
         std::fprintf(stderr, "attn_bench: %s\n", problem.status().ToString().c_str());
@@ -95,7 +101,7 @@ int Run() {
         }
         std::printf("%-28s %-5s %6ld %4ld %5ld %10.4f %10.1f %9.2e\n", kernel.c_str(),
                     DTypeName(dtype), static_cast<long>(seq), static_cast<long>(shape.batch),
-                    static_cast<long>(shape.num_heads), t->median_ms, t->tflops, err);
+                    static_cast<long>(shape.heads_q), t->median_ms, t->tflops, err);
         std::fflush(stdout);
       }
     }

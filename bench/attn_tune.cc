@@ -70,8 +70,8 @@ int Run() {
   std::printf("tuning on %s: %zu candidates\n", device.c_str(), candidates.size());
   for (DType dtype : ParseDTypeList(absl::GetFlag(FLAGS_dtypes))) {
     for (int64_t seq : ParseIntList("seq_lens", absl::GetFlag(FLAGS_seq_lens))) {
-      const Shape shape{BatchFor(seq, 0, absl::GetFlag(FLAGS_tokens)), seq,
-                        absl::GetFlag(FLAGS_heads), 128};
+      const AttentionProblem shape = AttentionProblem::SelfAttention(
+          BatchFor(seq, 0, absl::GetFlag(FLAGS_tokens)), seq, absl::GetFlag(FLAGS_heads), 128);
       absl::StatusOr<DeviceProblem> problem = DeviceProblem::Create(shape, dtype, options, seq);
       if (!problem.ok()) {
         std::fprintf(stderr, "attn_tune: %s\n", problem.status().ToString().c_str());

@@ -25,33 +25,39 @@ absl::Status Check(cudaError_t err, const char* what) {
 
 }  // namespace
 
-double AttentionFlops(const Shape& s) {
-  return 4.0 * s.batch * s.num_heads * static_cast<double>(s.seq_len) * s.seq_len * s.head_dim;
-}
-
-absl::StatusOr<DeviceProblem> DeviceProblem::Create(const Shape& shape, DType dtype,
+absl::StatusOr<DeviceProblem> DeviceProblem::Create(const AttentionProblem& shape, DType dtype,
                                                     const TimingOptions& options,
                                                     uint64_t seed) {
+  if (shape.varlen || shape.return_lse) {
+    return absl::InvalidArgumentError("the kernel timer takes dense problems without LSE");
+  }
   DeviceProblem problem(shape, dtype);
-  const int64_t bytes = shape.NumElements() * 2;
+  const int64_t q_bytes = shape.QBytes(dtype);
+  const int64_t kv_bytes = shape.KVBytes(dtype);
+  const int64_t set_bytes = 2 * q_bytes + 2 * kv_bytes;
   const int sets = static_cast<int>(
-      std::max<int64_t>(1, (options.min_rotation_bytes + 3 * bytes - 1) / (3 * bytes)));
+      std::max<int64_t>(1, (options.min_rotation_bytes + set_bytes - 1) / set_bytes));
   for (int i = 0; i < sets; ++i) {
     Set set;
-    for (void** p : {&set.q, &set.k, &set.v, &set.out}) {
-      ATTN_RETURN_IF_ERROR(Check(cudaMalloc(p, bytes), "cudaMalloc"));
+    for (void** p : {&set.q, &set.out}) {
+      ATTN_RETURN_IF_ERROR(Check(cudaMalloc(p, q_bytes), "cudaMalloc"));
+    }
+    for (void** p : {&set.k, &set.v}) {
+      ATTN_RETURN_IF_ERROR(Check(cudaMalloc(p, kv_bytes), "cudaMalloc"));
     }
     problem.sets_.push_back(set);
-    ATTN_RETURN_IF_ERROR(FillRandomNormal(set.q, dtype, shape.NumElements(), seed + 3 * i, nullptr));
-    ATTN_RETURN_IF_ERROR(FillRandomNormal(set.k, dtype, shape.NumElements(), seed + 3 * i + 1, nullptr));
-    ATTN_RETURN_IF_ERROR(FillRandomNormal(set.v, dtype, shape.NumElements(), seed + 3 * i + 2, nullptr));
+    ATTN_RETURN_IF_ERROR(FillRandomNormal(set.q, dtype, shape.QElements(), seed + 3 * i, nullptr));
+    ATTN_RETURN_IF_ERROR(
+        FillRandomNormal(set.k, dtype, shape.KVElements(), seed + 3 * i + 1, nullptr));
+    ATTN_RETURN_IF_ERROR(
+        FillRandomNormal(set.v, dtype, shape.KVElements(), seed + 3 * i + 2, nullptr));
   }
   ATTN_RETURN_IF_ERROR(Check(cudaDeviceSynchronize(), "filling inputs"));
   return problem;
 }
 
 DeviceProblem::DeviceProblem(DeviceProblem&& other) noexcept
-    : shape_(other.shape_), dtype_(other.dtype_), sets_(std::move(other.sets_)) {
+    : problem_(other.problem_), dtype_(other.dtype_), sets_(std::move(other.sets_)) {
   other.sets_.clear();
 }
 
@@ -63,18 +69,15 @@ DeviceProblem::~DeviceProblem() {
 
 AttentionArgs DeviceProblem::Args(int set) const {
   const Set& s = sets_[set % sets_.size()];
-  AttentionArgs args;
-  args.q = {s.q, dtype_, shape_};
-  args.k = {s.k, dtype_, shape_};
-  args.v = {s.v, dtype_, shape_};
-  args.out = {s.out, dtype_, shape_};
-  return args;
+  return AttentionArgs::Contiguous(problem_, dtype_, s.q, s.k, s.v, s.out);
 }
 
 absl::StatusOr<KernelTiming> DeviceProblem::Time(const std::string& kernel,
                                                  const TimingOptions& options) const {
+  absl::StatusOr<KernelHandle> handle = ResolveKernel(kernel);
+  if (!handle.ok()) return handle.status();
   for (int i = 0; i < options.warmup; ++i) {
-    ATTN_RETURN_IF_ERROR(Forward(Args(i), kernel, nullptr));
+    ATTN_RETURN_IF_ERROR(handle->Run(Args(i), nullptr));
   }
   ATTN_RETURN_IF_ERROR(Check(cudaDeviceSynchronize(), "warm-up"));
   std::vector<cudaEvent_t> events(2 * options.iterations);
@@ -82,7 +85,7 @@ absl::StatusOr<KernelTiming> DeviceProblem::Time(const std::string& kernel,
   absl::Status status;
   for (int i = 0; i < options.iterations && status.ok(); ++i) {
     status = Check(cudaEventRecord(events[2 * i]), "cudaEventRecord");
-    if (status.ok()) status = Forward(Args(i), kernel, nullptr);
+    if (status.ok()) status = handle->Run(Args(i), nullptr);
     if (status.ok()) status = Check(cudaEventRecord(events[2 * i + 1]), "cudaEventRecord");
   }
   if (status.ok()) status = Check(cudaDeviceSynchronize(), "timed runs");
@@ -100,19 +103,19 @@ absl::StatusOr<KernelTiming> DeviceProblem::Time(const std::string& kernel,
   t.median_ms = ms[ms.size() / 2];
   t.min_ms = ms.front();
   t.max_ms = ms.back();
-  t.tflops = AttentionFlops(shape_) / (t.median_ms * 1e-3) / 1e12;
+  t.tflops = problem_.Flops() / (t.median_ms * 1e-3) / 1e12;
   return t;
 }
 
 absl::StatusOr<double> DeviceProblem::RelativeError(const std::string& kernel) const {
   const AttentionArgs args = Args(0);
-  const int64_t n = shape_.NumElements();
+  const int64_t n = problem_.QElements();
   float* ref = nullptr;
   ATTN_RETURN_IF_ERROR(Check(cudaMalloc(reinterpret_cast<void**>(&ref), n * sizeof(float)), "cudaMalloc"));
   std::vector<float> ref_host(n);
   std::vector<uint16_t> out_host(n);
   absl::Status status = AttentionGpuReference(args, ref, nullptr);
-  if (status.ok()) status = Check(cudaMemset(args.out.data, 0xff, n * 2), "poisoning the output");
+  if (status.ok()) status = Check(cudaMemset(args.out, 0xff, n * 2), "poisoning the output");
   if (status.ok()) status = Forward(args, kernel, nullptr);
   if (status.ok()) status = Check(cudaDeviceSynchronize(), "reference check");
   if (status.ok()) {
@@ -120,7 +123,7 @@ absl::StatusOr<double> DeviceProblem::RelativeError(const std::string& kernel) c
                    "copying the reference");
   }
   if (status.ok()) {
-    status = Check(cudaMemcpy(out_host.data(), args.out.data, n * 2, cudaMemcpyDeviceToHost),
+    status = Check(cudaMemcpy(out_host.data(), args.out, n * 2, cudaMemcpyDeviceToHost),
                    "copying the output");
   }
   cudaFree(ref);

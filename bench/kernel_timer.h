@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "attn/tensor.h"
+#include "attn/problem.h"
 
 namespace attn::bench {
 
@@ -24,22 +24,20 @@ struct KernelTiming {
   double median_ms = 0;
   double min_ms = 0;
   double max_ms = 0;
-  double tflops = 0;  // 4·B·H·S²·D / median
+  double tflops = 0;  // AttentionProblem::Flops() / median
 };
 
-// Attention FLOPs of one call: the two GEMMs, 4·B·H·S²·D.
-double AttentionFlops(const Shape& shape);
-
-// Device inputs for one shape and dtype, filled with N(0, 1) samples.
+// Device inputs for one (non-varlen) problem and dtype, filled with N(0, 1)
+// samples, contiguous.
 class DeviceProblem {
  public:
-  static absl::StatusOr<DeviceProblem> Create(const Shape& shape, DType dtype,
+  static absl::StatusOr<DeviceProblem> Create(const AttentionProblem& problem, DType dtype,
                                               const TimingOptions& options, uint64_t seed);
   DeviceProblem(DeviceProblem&&) noexcept;
   DeviceProblem& operator=(DeviceProblem&&) = delete;
   ~DeviceProblem();
 
-  const Shape& shape() const { return shape_; }
+  const AttentionProblem& problem() const { return problem_; }
   DType dtype() const { return dtype_; }
   int sets() const { return static_cast<int>(sets_.size()); }
   AttentionArgs Args(int set) const;
@@ -58,9 +56,9 @@ class DeviceProblem {
     void* v = nullptr;
     void* out = nullptr;
   };
-  DeviceProblem(const Shape& shape, DType dtype) : shape_(shape), dtype_(dtype) {}
+  DeviceProblem(const AttentionProblem& problem, DType dtype) : problem_(problem), dtype_(dtype) {}
 
-  Shape shape_;
+  AttentionProblem problem_;
   DType dtype_;
   std::vector<Set> sets_;
 };

@@ -17,91 +17,17 @@ launch latency (ctypes or PyTorch dispatch) out of the measurement.
   python3 bench/ladder_table.py --lib build/kernels/libattn_c.so --out /tmp/ladder
 """
 import argparse
-import ctypes
 import datetime
 import json
-import math
 import os
-import statistics
-import subprocess
 import sys
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import SDPBackend
 
-DTYPES = {"bf16": (torch.bfloat16, 1), "fp16": (torch.float16, 0)}
+from attnlib import DTYPES, AttnLib, git_commit, hmean, rel_err, sdpa_fn, time_ms
+
 HEAD_DIM = 128
-
-
-class AttnLib:
-    """ctypes binding of attn/c_api.h."""
-
-    def __init__(self, path):
-        self.lib = ctypes.CDLL(path)
-        self.lib.attn_forward.argtypes = [
-            ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-            ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-            ctypes.c_float, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
-        self.lib.attn_forward.restype = ctypes.c_int
-        self.lib.attn_list_kernels.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
-        self.lib.attn_list_kernels.restype = ctypes.c_size_t
-        self.error = ctypes.create_string_buffer(1024)
-
-    def kernels(self, candidates=False):
-        size = self.lib.attn_list_kernels(int(candidates), None, 0)
-        buf = ctypes.create_string_buffer(size)
-        self.lib.attn_list_kernels(int(candidates), buf, size)
-        return [n for n in buf.value.decode().split("\n") if n]
-
-    def forward(self, name, dtype_code, q, k, v, out):
-        b, s, h, d = q.shape
-        rc = self.lib.attn_forward(
-            name.encode(), dtype_code, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
-            b, s, h, d, 0.0, torch.cuda.current_stream().cuda_stream, self.error, 1024)
-        if rc != 0:
-            raise RuntimeError(f"{name}: status {rc}: {self.error.value.decode()}")
-
-
-def time_ms(fn, warmup, iters):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    for i in range(iters):
-        torch.cuda._sleep(200_000)  # ~0.1 ms of device work: the launch below queues behind it
-        starts[i].record()
-        fn()
-        ends[i].record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
-
-
-def sdpa_fn(backend, q, k, v):
-    # BSHD storage viewed as (B, H, S, D), as FA2 and cuDNN take strided inputs.
-    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
-
-    def run():
-        with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(qt, kt, vt)
-    return run
-
-
-def rel_err(out, ref):
-    out, ref = out.float(), ref.float()
-    return ((out - ref).norm() / ref.norm()).item()
-
-
-def hmean(values):
-    return len(values) / sum(1.0 / v for v in values)
-
-
-def git_commit():
-    try:
-        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True).strip()
-    except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("ATTN_COMMIT", "unknown")
 
 
 def main():
