@@ -206,6 +206,7 @@ TEST_F(ValidateTest, RefusesEachFeatureTheKernelLacks) {
   ExpectInvalid(ladder, "varlen is set; kernel 'test_ladder'");
   SetUp();
   args_.k_strides.row += 8;
+  args_.v_strides.row += 8;
   ExpectInvalid(ladder, "k_strides (batch 65536, row 520, head 128) are not contiguous");
   ExpectValid(ProductionLikeKernel());
 }
@@ -300,10 +301,16 @@ TEST_F(ValidateTest, RefusesStridesGpuKernelsCannotLoad) {
   ExpectInvalid(Cpu(), "v_strides.head is -128; strides must be between 0");
 }
 
+TEST_F(ValidateTest, RefusesDifferentKAndVRowStridesOnGpu) {
+  args_.v_strides.row += 8;
+  ExpectInvalid(ProductionLikeKernel(), "v_strides.row (520) differs from k_strides.row (512)");
+  ExpectValid(Cpu());
+}
+
 TEST_F(ValidateTest, AcceptsPaddedStridesWhereStrided) {
   args_.q_strides = {200000, 1024, 136};
   args_.k_strides = {100000, 640, 128};
-  args_.v_strides = {0, 512, 128};  // one sequence broadcast over the batch
+  args_.v_strides = {0, 640, 128};  // one sequence broadcast over the batch
   args_.out_strides = {70000, 544, 136};
   ExpectValid(ProductionLikeKernel());
   ExpectValid(Cpu());
