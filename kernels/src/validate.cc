@@ -316,6 +316,14 @@ absl::Status ValidateArgs(const AttentionArgs& args, const KernelInfo& kernel) {
     }
   }
 
+  // GPU kernels step through K and V tiles with one row stride.
+  if (gpu && p.KVTokens() > 1 && args.k_strides.row != args.v_strides.row) {
+    return Invalid(absl::StrFormat(
+        "v_strides.row (%d) differs from k_strides.row (%d); GPU kernels need K and V rows the "
+        "same distance apart",
+        args.v_strides.row, args.k_strides.row));
+  }
+
   // Host offsets (the CPU kernel) can be read here; device ones cannot.
   if (p.varlen && !gpu) {
     if (absl::Status st =
