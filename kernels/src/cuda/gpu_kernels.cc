@@ -224,7 +224,7 @@ FwdParams MakeParams(const AttentionArgs& args) {
   p.k_head_stride = args.k_strides.head;
   p.v_batch_stride = args.v_strides.batch;
   p.v_head_stride = args.v_strides.head;
-  p.kv_row_stride = args.k_strides.row;  // RunGpu checked v's is the same
+  p.kv_row_stride = args.k_strides.row;  // ValidateArgs checked v's is the same on GPUs
   p.o_batch_stride = args.out_strides.batch;
   p.o_row_stride = args.out_strides.row;
   p.o_head_stride = args.out_strides.head;
@@ -255,11 +255,6 @@ absl::Status RunGpu(const void* impl, const KernelInfo& info, const AttentionArg
     return absl::FailedPreconditionError(absl::StrCat(
         "kernel '", info.name, "' needs compute capability 8.0 or newer; device ",
         device.ordinal, " (", device.name, ") has ", device.compute_major, ".x"));
-  }
-  if (args.k_strides.row != args.v_strides.row) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "v_strides.row (", args.v_strides.row, ") differs from k_strides.row (",
-        args.k_strides.row, "); GPU kernels need K and V rows the same distance apart"));
   }
   const AttentionProblem& pb = args.problem;
   std::vector<std::pair<const char*, const void*>> pointers = {
