@@ -243,12 +243,16 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
       CpAsyncCommit();
     }
 
-    if constexpr (kMasked || !kEven) {
+    if constexpr (kMaskAware) {
       if (mask.template NeedsMask<!kEven>(m_block, j)) {
         mask.Apply(acc_s, static_cast<int>(q_row0) + warp_row0, j * Cfg::kBlockN, lane);
+        softmax.template Update<true>(acc_s, acc_o, p.scale, p.scale_log2);
+      } else {
+        softmax.Update(acc_s, acc_o, p.scale, p.scale_log2);
       }
+    } else {
+      softmax.Update(acc_s, acc_o, p.scale, p.scale_log2);
     }
-    softmax.Update(acc_s, acc_o, p.scale, p.scale_log2);
 
     if constexpr (!Cfg::kEagerKV) {
       load_v(j);

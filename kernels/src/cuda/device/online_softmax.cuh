@@ -13,10 +13,11 @@
 // exponentiated with __expf (FMUL, FADD, FMUL by log2 e, EX2).
 //
 // kMaskAware: scores may be −inf (masked), so a row may have seen no key yet
-// (running max −inf) or at all. The max is then replaced by 0 in the
-// exponent (as FA2's softmax_rescale_o), so 2^(−inf − 0) = 0 instead of NaN,
-// and such a row ends with output 0 and LSE −inf. Without masks every row
-// sees a finite score in every block, and these checks are compiled out.
+// (running max −inf) or at all, and such a row ends with output 0 and LSE
+// −inf. Only a block that was masked can leave a row's max at −inf (a block
+// without masks gives every row finite scores), so Update<kCheckInf = true>
+// is called for masked blocks alone (FA2's Check_inf): the max is then
+// replaced by 0 in the exponent, so 2^(−inf − 0) = 0 instead of NaN.
 #ifndef ATTN_KERNELS_SRC_CUDA_DEVICE_ONLINE_SOFTMAX_CUH_
 #define ATTN_KERNELS_SRC_CUDA_DEVICE_ONLINE_SOFTMAX_CUH_
 
@@ -46,6 +47,7 @@ struct OnlineSoftmax {
   // Turns the scores `s` of one KV block into unnormalised probabilities and
   // rescales the output accumulator `o` to the new running maxima. With
   // running max −inf (first block) the rescale factor is 2^−inf = 0.
+  template <bool kCheckInf = false>
   __device__ __forceinline__ void Update(float (&s)[kMTiles][kNTiles][4],
                                          float (&o)[kMTiles][kDTiles][4], float scale,
                                          float scale_log2) {
@@ -72,7 +74,7 @@ struct OnlineSoftmax {
         float sum = 0.0f;
         if constexpr (kExp2) {
           float m_scaled;
-          if constexpr (kMaskAware) {
+          if constexpr (kCheckInf) {
             m_scaled = m == -INFINITY ? 0.0f : m * scale_log2;
             alpha = Exp2Approx(fmaf(row_max[mt][h], scale_log2, -m_scaled));
           } else {
