@@ -17,6 +17,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "attn/attention.h"
 #include "attn/device.h"
@@ -28,6 +29,7 @@ ABSL_FLAG(std::string, seq_lens, "1024,2048,4096,8192,16384", "sequence lengths 
 ABSL_FLAG(std::string, dtypes, "bf16,fp16", "dtypes of the sweep");
 ABSL_FLAG(int64_t, tokens, 16384, "batch = tokens / seq_len");
 ABSL_FLAG(int64_t, heads, 16, "number of heads");
+ABSL_FLAG(int, step, 7, "the ladder step whose candidates to time (their names start kNN/)");
 ABSL_FLAG(int, warmup, 5, "untimed launches per point");
 ABSL_FLAG(int, iters, 30, "timed launches per point (median)");
 ABSL_FLAG(std::string, write, "", "tuning table to update with this device's winner");
@@ -42,8 +44,15 @@ absl::Status WriteWinner(const std::string& path, const TuningEntry& winner) {
     text << in.rdbuf();
     absl::StatusOr<std::vector<TuningEntry>> parsed = ParseTuningTable(text.str());
     if (!parsed.ok()) return parsed.status();
+    // Replaces the entry of the same (device, step): the step is the
+    // candidate's name up to its '/'.
+    const auto step_of = [](const std::string& candidate) {
+      return candidate.substr(0, candidate.find('/'));
+    };
     for (TuningEntry& e : *parsed) {
-      if (e.device != winner.device) entries.push_back(std::move(e));
+      if (e.device != winner.device || step_of(e.candidate) != step_of(winner.candidate)) {
+        entries.push_back(std::move(e));
+      }
     }
   }
   entries.push_back(winner);
@@ -62,12 +71,23 @@ int Run() {
   TimingOptions options;
   options.warmup = absl::GetFlag(FLAGS_warmup);
   options.iterations = absl::GetFlag(FLAGS_iters);
-  const std::vector<KernelInfo> candidates = ListTuningCandidates();
+  // The candidates of one step: their names share its prefix ("k07/").
+  const std::string prefix = absl::StrFormat("k%02d/", absl::GetFlag(FLAGS_step));
+  std::vector<KernelInfo> candidates;
+  for (KernelInfo& c : ListTuningCandidates()) {
+    if (absl::StartsWith(c.name, prefix)) candidates.push_back(std::move(c));
+  }
+  if (candidates.empty()) {
+    std::fprintf(stderr, "attn_tune: no tuning candidates for step %d in this build\n",
+                 absl::GetFlag(FLAGS_step));
+    return 1;
+  }
   std::map<std::string, double> inverse_sum;  // Σ 1/TFLOP/s per candidate
   std::map<std::string, bool> correct;
   int points = 0;
 
-  std::printf("tuning on %s: %zu candidates\n", device.c_str(), candidates.size());
+  std::printf("tuning step %d on %s: %zu candidates\n", absl::GetFlag(FLAGS_step),
+              device.c_str(), candidates.size());
   for (DType dtype : ParseDTypeList(absl::GetFlag(FLAGS_dtypes))) {
     for (int64_t seq : ParseIntList("seq_lens", absl::GetFlag(FLAGS_seq_lens))) {
       const AttentionProblem shape = AttentionProblem::SelfAttention(
@@ -135,7 +155,8 @@ int Run() {
 }  // namespace attn::bench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Auto-tunes the k07 kernel for this GPU (see bench/README.md)");
+  absl::SetProgramUsageMessage(
+      "Auto-tunes a ladder step (7 by default) for this GPU (see bench/README.md)");
   absl::ParseCommandLine(argc, argv);
   return attn::bench::Run();
 }

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -43,18 +44,20 @@ std::string FormatTuningTable(const std::vector<TuningEntry>& entries) {
 
 namespace {
 
-std::string FindIn(const std::vector<TuningEntry>& entries, absl::string_view device) {
+std::string FindIn(const std::vector<TuningEntry>& entries, absl::string_view device,
+                   absl::string_view step_prefix) {
   // Later lines win, so appending a fresh measurement overrides an old one.
   std::string found;
   for (const TuningEntry& e : entries) {
-    if (e.device == device) found = e.candidate;
+    if (e.device == device && absl::StartsWith(e.candidate, step_prefix)) found = e.candidate;
   }
   return found;
 }
 
 }  // namespace
 
-absl::StatusOr<std::string> LookupTunedCandidate(absl::string_view device_name) {
+absl::StatusOr<std::string> LookupTunedCandidate(absl::string_view device_name,
+                                                 absl::string_view step_prefix) {
   if (const char* path = std::getenv("ATTN_TUNING_TABLE"); path != nullptr && *path != '\0') {
     std::ifstream file(path);
     if (!file) {
@@ -68,11 +71,13 @@ absl::StatusOr<std::string> LookupTunedCandidate(absl::string_view device_name) 
       return absl::FailedPreconditionError(
           absl::StrCat("ATTN_TUNING_TABLE=", path, ": ", entries.status().message()));
     }
-    if (std::string found = FindIn(*entries, device_name); !found.empty()) return found;
+    if (std::string found = FindIn(*entries, device_name, step_prefix); !found.empty()) {
+      return found;
+    }
   }
   absl::StatusOr<std::vector<TuningEntry>> builtin = ParseTuningTable(BuiltinTuningTable());
   if (!builtin.ok()) return builtin.status();
-  return FindIn(*builtin, device_name);
+  return FindIn(*builtin, device_name, step_prefix);
 }
 
 }  // namespace attn

@@ -51,15 +51,21 @@ TEST(TuningTableTest, BuiltinTableParsesAndNamesKnownCandidates) {
 
 TEST(TuningTableTest, EnvironmentTableComesFirst) {
   const std::string path = ::testing::TempDir() + "/tuning_env_test.tsv";
-  std::ofstream(path) << "Test GPU 9000\tk07/from_env\n";
+  std::ofstream(path) << "Test GPU 9000\tk07/from_env\nTest GPU 9000\tk08/step8_env\n";
   setenv("ATTN_TUNING_TABLE", path.c_str(), 1);
-  absl::StatusOr<std::string> found = LookupTunedCandidate("Test GPU 9000");
-  absl::StatusOr<std::string> missing = LookupTunedCandidate("Unknown GPU");
+  absl::StatusOr<std::string> found = LookupTunedCandidate("Test GPU 9000", "k07/");
+  absl::StatusOr<std::string> step8 = LookupTunedCandidate("Test GPU 9000", "k08/");
+  absl::StatusOr<std::string> no_step9 = LookupTunedCandidate("Test GPU 9000", "k09/");
+  absl::StatusOr<std::string> missing = LookupTunedCandidate("Unknown GPU", "k07/");
   setenv("ATTN_TUNING_TABLE", (path + ".absent").c_str(), 1);
-  absl::StatusOr<std::string> unreadable = LookupTunedCandidate("Test GPU 9000");
+  absl::StatusOr<std::string> unreadable = LookupTunedCandidate("Test GPU 9000", "k07/");
   unsetenv("ATTN_TUNING_TABLE");
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_EQ(*found, "k07/from_env");
+  ASSERT_TRUE(step8.ok()) << step8.status();
+  EXPECT_EQ(*step8, "k08/step8_env") << "tuning is keyed by (device, step)";
+  ASSERT_TRUE(no_step9.ok());
+  EXPECT_EQ(*no_step9, "");
   ASSERT_TRUE(missing.ok());
   EXPECT_EQ(*missing, "");
   EXPECT_EQ(unreadable.status().code(), absl::StatusCode::kFailedPrecondition);

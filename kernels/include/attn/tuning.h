@@ -1,8 +1,9 @@
 // attn/tuning.h
 //
-// The auto-tuning table (ladder step 7): which tuning candidate the kernel
-// "k07_autotuned" runs on which GPU. attn_tune writes it; the library reads
-// it by device name (cudaDeviceProp::name, e.g. "NVIDIA H200").
+// The auto-tuning table: which tuning candidate a tuned ladder step (7 and
+// later, e.g. "k07_autotuned") runs on which GPU, keyed by (device, step).
+// attn_tune writes it; the library reads it by device name
+// (cudaDeviceProp::name, e.g. "NVIDIA H200") and the step's name prefix.
 //
 // Format, one entry per line, tab-separated, '#' starts a comment line:
 //   <device name> TAB <candidate name> [TAB <note: how it was measured>]
@@ -35,10 +36,13 @@ std::string FormatTuningTable(const std::vector<TuningEntry>& entries);
 // The table compiled into this build.
 absl::string_view BuiltinTuningTable();
 
-// The candidate tuned for `device_name`: the $ATTN_TUNING_TABLE file first,
-// then the built-in table; "" when neither has the device. Errors when the
-// environment names a file that cannot be read or parsed.
-absl::StatusOr<std::string> LookupTunedCandidate(absl::string_view device_name);
+// The candidate tuned for (`device_name`, step): the entry for the device
+// whose candidate name starts with `step_prefix` (a step's candidates share
+// it: "k07/", "k08/", ...), from the $ATTN_TUNING_TABLE file first, then the
+// built-in table; "" when neither has one. Errors when the environment
+// names a file that cannot be read or parsed.
+absl::StatusOr<std::string> LookupTunedCandidate(absl::string_view device_name,
+                                                 absl::string_view step_prefix);
 
 }  // namespace attn
 

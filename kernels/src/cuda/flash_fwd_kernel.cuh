@@ -21,6 +21,7 @@
 #define ATTN_KERNELS_SRC_CUDA_FLASH_FWD_KERNEL_CUH_
 
 #include <cstdint>
+#include <type_traits>
 
 #include "device/attention_mask.cuh"
 #include "device/gmem_copy.cuh"
@@ -34,7 +35,8 @@ namespace attn::fa2 {
 
 template <class Cfg>
 struct KernelShape {
-  using Geometry = TileGeometry<Cfg::kHeadDim>;
+  using QTile = SmemTile<Cfg::kHeadDim, Cfg::kBlockM, Cfg::kSwizzle, Cfg::kColumnTiles>;
+  using KVTile = SmemTile<Cfg::kHeadDim, Cfg::kBlockN, Cfg::kSwizzle, Cfg::kColumnTiles>;
   static constexpr int kThreads = Cfg::kNumWarps * 32;
   static constexpr int kWarpRows = Cfg::kBlockM / Cfg::kNumWarps;
   static constexpr int kMTiles = kWarpRows / 16;          // m16 tiles per warp
@@ -42,7 +44,7 @@ struct KernelShape {
   static constexpr int kDTiles = Cfg::kHeadDim / 8;       // n8 tiles of O per warp
   static constexpr int kQKSlices = Cfg::kHeadDim / 16;    // k16 slices of Q·Kᵀ
   static constexpr int kPVSlices = Cfg::kBlockN / 16;     // k16 slices of P·V
-  static constexpr int kSmemBytes = (Cfg::kBlockM + 2 * Cfg::kBlockN) * Geometry::kRowBytes;
+  static constexpr int kSmemBytes = QTile::kBytes + 2 * KVTile::kBytes;
 
   static_assert(Cfg::kBlockM % (16 * Cfg::kNumWarps) == 0, "each warp owns whole m16 tiles");
   static_assert(Cfg::kBlockN % 16 == 0, "B_c must be a multiple of 16");
@@ -101,10 +103,10 @@ template <class Cfg, class T, bool kEven, bool kMasked>
 __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPerSm)
     FlashFwdKernel(const __grid_constant__ FwdParams p) {
   using Shape = KernelShape<Cfg>;
-  using Geometry = typename Shape::Geometry;
-  using QCopy = TileCopy<Cfg::kBlockM, Shape::kThreads, Cfg::kSwizzle, Cfg::kHeadDim>;
-  using KVCopy = TileCopy<Cfg::kBlockN, Shape::kThreads, Cfg::kSwizzle, Cfg::kHeadDim>;
-  using Tile = SmemTile<Cfg::kSwizzle, Geometry::kRowBytes>;
+  using QTile = typename Shape::QTile;
+  using KVTile = typename Shape::KVTile;
+  using QCopy = TileCopy<Cfg::kBlockM, Shape::kThreads, QTile>;
+  using KVCopy = TileCopy<Cfg::kBlockN, Shape::kThreads, KVTile>;
   constexpr int kMTiles = Shape::kMTiles;
   constexpr int kNTiles = Shape::kNTiles;
   constexpr int kDTiles = Shape::kDTiles;
@@ -112,6 +114,12 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
   constexpr int kPVSlices = Shape::kPVSlices;
   constexpr bool kPredicated = !kEven;
   constexpr bool kMaskAware = kMasked || !kEven;  // rows may see no key in a block
+  // Step 16: row strides as immediates (the host launches this variant only
+  // when every row stride equals kStaticRowStride).
+  constexpr int64_t kStatic = Cfg::kStaticRowStride;
+  const int64_t q_row_stride = kStatic ? kStatic : p.q_row_stride;
+  const int64_t kv_row_stride = kStatic ? kStatic : p.kv_row_stride;
+  const int64_t o_row_stride = kStatic ? kStatic : p.o_row_stride;
 
   // Masked grids run their query blocks last-first: under a causal mask the
   // last blocks see the most keys, and starting them first shortens the tail.
@@ -127,52 +135,57 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
   int n_begin = 0;
   int n_end = (seq.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
   if constexpr (kMasked) mask.KeyBlocks(m_block, &n_begin, &n_end);
+  const int n_count = max(n_end - n_begin, 0);
+  // The i-th key block visited: forwards, or from the last (step 13).
+  auto block_at = [&](int i) { return Cfg::kBackwardKV ? n_end - 1 - i : n_begin + i; };
 
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sQ = SmemAddress(smem);
-  const uint32_t sK = sQ + Cfg::kBlockM * Geometry::kRowBytes;
-  const uint32_t sV = sK + Cfg::kBlockN * Geometry::kRowBytes;
+  const uint32_t sK = sQ + QTile::kBytes;
+  const uint32_t sV = sK + KVTile::kBytes;
 
   const int tid = threadIdx.x;
   const int lane = tid % 32;
   const int warp_row0 = (tid / 32) * Shape::kWarpRows;
-  const WarpOperands<Cfg::kSwizzle, Geometry::kRowBytes> operands(lane);
+  const WarpOperands<QTile, KVTile, Cfg::kSignedStrideSwizzle> operands(lane);
   const int kv_head = head / p.heads_per_kv;
   const int64_t q_row0 = static_cast<int64_t>(m_block) * Cfg::kBlockM;
   const T* gQ = static_cast<const T*>(p.q) + seq.q_offset + head * p.q_head_stride +
-                q_row0 * p.q_row_stride;
-  T* gO = static_cast<T*>(p.o) + seq.o_offset + head * p.o_head_stride + q_row0 * p.o_row_stride;
+                q_row0 * q_row_stride;
+  T* gO = static_cast<T*>(p.o) + seq.o_offset + head * p.o_head_stride + q_row0 * o_row_stride;
   const T* gK = static_cast<const T*>(p.k) + seq.k_offset + kv_head * p.k_head_stride;
   const T* gV = static_cast<const T*>(p.v) + seq.v_offset + kv_head * p.v_head_stride;
-  const int64_t kv_block_stride = Cfg::kBlockN * p.kv_row_stride;
+  const int64_t kv_block_stride = Cfg::kBlockN * kv_row_stride;
   // Rows of key block j that exist (the last block of a ragged sequence is short).
   auto key_rows = [&](int j) { return seq.seqlen_k - j * Cfg::kBlockN; };
   auto load_k = [&](int j) {
-    KVCopy::template LoadAsync<kPredicated>(sK, gK + j * kv_block_stride, p.kv_row_stride, tid,
+    KVCopy::template LoadAsync<kPredicated>(sK, gK + j * kv_block_stride, kv_row_stride, tid,
                                             key_rows(j));
   };
   auto load_v = [&](int j) {
-    KVCopy::template LoadAsync<kPredicated>(sV, gV + j * kv_block_stride, p.kv_row_stride, tid,
+    KVCopy::template LoadAsync<kPredicated>(sV, gV + j * kv_block_stride, kv_row_stride, tid,
                                             key_rows(j));
   };
 
   float acc_o[kMTiles][kDTiles][4];
-  ClearAccumulators(acc_o);
+  // Step 10 zeroes O right before the first block's P·V instead (and here
+  // only when no block is visited).
+  if (!Cfg::kPeelFirstBlock || n_count == 0) ClearAccumulators(acc_o);
   OnlineSoftmax<kMTiles, kNTiles, kDTiles, Cfg::kExp2Softmax, kMaskAware> softmax;
   softmax.Init();
 
-  // Prologue: Q (and with eager loads, K(n_begin)) in flight.
-  QCopy::template LoadAsync<kPredicated>(sQ, gQ, p.q_row_stride, tid, q_rows);
+  // Prologue: Q (and with eager loads, the first key block) in flight.
+  QCopy::template LoadAsync<kPredicated>(sQ, gQ, q_row_stride, tid, q_rows);
   CpAsyncCommit();
   if constexpr (Cfg::kEagerKV) {
-    if (n_begin < n_end) load_k(n_begin);
+    if (n_count > 0) load_k(block_at(0));
     CpAsyncCommit();
   }
   constexpr int kQRegMTiles = Cfg::kQInRegisters ? kMTiles : 1;
   constexpr int kQRegSlices = Cfg::kQInRegisters ? kQKSlices : 1;
   uint32_t q_regs[kQRegMTiles][kQRegSlices][4];
   if constexpr (Cfg::kQInRegisters) {
-    CpAsyncWait<Cfg::kEagerKV ? 1 : 0>();  // Q has landed (K(0) may still fly)
+    CpAsyncWait<Cfg::kEagerKV ? 1 : 0>();  // Q has landed (K may still fly)
     __syncthreads();                       // ... for every thread's part of it
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
@@ -196,11 +209,19 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
   struct PVFragments {
     uint32_t b[kDTiles / 2][4];
   };
+  // The m-tile visited at position `i` of an inner loop over m-tiles, inside
+  // outer position `o`: in order, or serpentine (reversed on odd o, step 9).
+  auto m_order = [](int o, int i) { return (Cfg::kSerpentineMma && (o & 1)) ? kMTiles - 1 - i : i; };
 
-  for (int j = n_begin; j < n_end; ++j) {
+  // One key block: S = Q·K(j)ᵀ, mask, online softmax, O += P·V(j). kFirst:
+  // the first block visited (peeled with step 10).
+  auto process_block = [&](auto first_tag, int i) {
+    constexpr bool kFirst = decltype(first_tag)::value;
+    const int j = block_at(i);
+    const bool has_next = i + 1 < n_count;
     if constexpr (Cfg::kEagerKV) {
       CpAsyncWait<0>();  // K(j) has landed
-      __syncthreads();   // ... everywhere; and every warp is done with V(j-1)
+      __syncthreads();   // ... everywhere; and every warp is done with the last V
       load_v(j);
       CpAsyncCommit();
     } else {
@@ -225,13 +246,26 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
             operands.LoadBFromRows(f.b[np], sK, 16 * np, ks);
         },
         [&](int ks, const QKFragments& f) {
-#pragma unroll
-          for (int mt = 0; mt < kMTiles; ++mt) {
-            const uint32_t(&a)[4] = QOperand(mt, ks, f);
+          if constexpr (Cfg::kSerpentineMma) {
 #pragma unroll
             for (int np = 0; np < kNTiles / 2; ++np) {
-              Mma16816<T>(acc_s[mt][2 * np], a, f.b[np][0], f.b[np][1]);
-              Mma16816<T>(acc_s[mt][2 * np + 1], a, f.b[np][2], f.b[np][3]);
+#pragma unroll
+              for (int x = 0; x < kMTiles; ++x) {
+                const int mt = m_order(np, x);
+                const uint32_t(&a)[4] = QOperand(mt, ks, f);
+                Mma16816<T>(acc_s[mt][2 * np], a, f.b[np][0], f.b[np][1]);
+                Mma16816<T>(acc_s[mt][2 * np + 1], a, f.b[np][2], f.b[np][3]);
+              }
+            }
+          } else {
+#pragma unroll
+            for (int mt = 0; mt < kMTiles; ++mt) {
+              const uint32_t(&a)[4] = QOperand(mt, ks, f);
+#pragma unroll
+              for (int np = 0; np < kNTiles / 2; ++np) {
+                Mma16816<T>(acc_s[mt][2 * np], a, f.b[np][0], f.b[np][1]);
+                Mma16816<T>(acc_s[mt][2 * np + 1], a, f.b[np][2], f.b[np][3]);
+              }
             }
           }
         });
@@ -239,19 +273,19 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
     if constexpr (Cfg::kEagerKV) {
       CpAsyncWait<0>();  // V(j) has landed
       __syncthreads();   // ... everywhere; and every warp is done with K(j)
-      if (j + 1 < n_end) load_k(j + 1);
+      if (has_next) load_k(block_at(i + 1));
       CpAsyncCommit();
     }
 
     if constexpr (kMaskAware) {
       if (mask.template NeedsMask<!kEven>(m_block, j)) {
         mask.Apply(acc_s, static_cast<int>(q_row0) + warp_row0, j * Cfg::kBlockN, lane);
-        softmax.template Update<true>(acc_s, acc_o, p.scale, p.scale_log2);
+        softmax.template Update<true, kFirst>(acc_s, acc_o, p.scale, p.scale_log2);
       } else {
-        softmax.Update(acc_s, acc_o, p.scale, p.scale_log2);
+        softmax.template Update<false, kFirst>(acc_s, acc_o, p.scale, p.scale_log2);
       }
     } else {
-      softmax.Update(acc_s, acc_o, p.scale, p.scale_log2);
+      softmax.template Update<false, kFirst>(acc_s, acc_o, p.scale, p.scale_log2);
     }
 
     if constexpr (!Cfg::kEagerKV) {
@@ -273,6 +307,7 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
         p_regs[mt][ks][3] = PackFloat2<T>(acc_s[mt][2 * ks + 1][2], acc_s[mt][2 * ks + 1][3]);
       }
     }
+    if constexpr (kFirst && Cfg::kPeelFirstBlock) ClearAccumulators(acc_o);
     RunSlices<kPVSlices, Cfg::kVSliced, Cfg::kRfDoubleBuffer, PVFragments>(
         [&](int ks, PVFragments& f) {
 #pragma unroll
@@ -280,16 +315,34 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
             operands.LoadBFromColumns(f.b[dp], sV, ks, dp);
         },
         [&](int ks, const PVFragments& f) {
-#pragma unroll
-          for (int mt = 0; mt < kMTiles; ++mt) {
+          if constexpr (Cfg::kSerpentineMma) {
 #pragma unroll
             for (int dp = 0; dp < kDTiles / 2; ++dp) {
-              Mma16816<T>(acc_o[mt][2 * dp], p_regs[mt][ks], f.b[dp][0], f.b[dp][1]);
-              Mma16816<T>(acc_o[mt][2 * dp + 1], p_regs[mt][ks], f.b[dp][2], f.b[dp][3]);
+#pragma unroll
+              for (int x = 0; x < kMTiles; ++x) {
+                const int mt = m_order(dp, x);
+                Mma16816<T>(acc_o[mt][2 * dp], p_regs[mt][ks], f.b[dp][0], f.b[dp][1]);
+                Mma16816<T>(acc_o[mt][2 * dp + 1], p_regs[mt][ks], f.b[dp][2], f.b[dp][3]);
+              }
+            }
+          } else {
+#pragma unroll
+            for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+              for (int dp = 0; dp < kDTiles / 2; ++dp) {
+                Mma16816<T>(acc_o[mt][2 * dp], p_regs[mt][ks], f.b[dp][0], f.b[dp][1]);
+                Mma16816<T>(acc_o[mt][2 * dp + 1], p_regs[mt][ks], f.b[dp][2], f.b[dp][3]);
+              }
             }
           }
         });
+  };
+
+  int i = 0;
+  if constexpr (Cfg::kPeelFirstBlock) {
+    if (n_count > 0) process_block(std::true_type{}, i++);
   }
+  for (; i < n_count; ++i) process_block(std::false_type{}, i);
 
   // Epilogue: normalise, stage O through Q's buffer, store 16 B per thread.
   softmax.Normalize(acc_o);
@@ -297,14 +350,31 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
   __syncthreads();   // every warp is done reading Q, K and V
   const int group = lane / 4;
   const int tig = lane % 4;
+  // This thread's rows are warp_row0 + group + 8k: all share the swizzle
+  // pattern of `group`, so a store's offset is a per-thread base plus the
+  // row step plus the chunk's place in its group. Step 11 precomputes the
+  // eight places once; before it each store XORs.
+  const uint32_t o_base = sQ + static_cast<uint32_t>((warp_row0 + group) * QTile::kRowPitch + 4 * tig);
+  uint32_t o_place[Cfg::kEncodedEpilogue ? 8 : 1];
+  if constexpr (Cfg::kEncodedEpilogue) {
+#pragma unroll
+    for (int r = 0; r < 8; ++r) o_place[r] = QTile::InGroup(group, r) * kChunkBytes;
+  }
+  auto chunk_place = [&](int dt) -> uint32_t {
+    if constexpr (Cfg::kEncodedEpilogue) {
+      return o_place[dt & 7];
+    } else {
+      return static_cast<uint32_t>(QTile::InGroup(group, dt) * kChunkBytes);
+    }
+  };
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = warp_row0 + 16 * mt + group + 8 * h;
+      const uint32_t row_offset = static_cast<uint32_t>((16 * mt + 8 * h) * QTile::kRowPitch);
 #pragma unroll
       for (int dt = 0; dt < kDTiles; ++dt) {
-        StShared32(sQ + Tile::ChunkOffset(row, dt) + 4 * tig,
+        StShared32(o_base + row_offset + QTile::GroupOffset(dt) + chunk_place(dt),
                    PackFloat2<T>(acc_o[mt][dt][2 * h], acc_o[mt][dt][2 * h + 1]));
       }
     }
@@ -324,7 +394,7 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
     }
   }
   __syncthreads();  // O is complete in shared memory
-  QCopy::template Store<kPredicated>(gO, p.o_row_stride, sQ, tid, q_rows);
+  QCopy::template Store<kPredicated, Cfg::kNoAllocateStores>(gO, o_row_stride, sQ, tid, q_rows);
 }
 
 }  // namespace attn::fa2

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "attn/device.h"
 #include "attn/tuning.h"
 #include "ladder_configs.h"
@@ -36,7 +37,7 @@ struct GpuKernel {
 };
 
 template <class Cfg>
-GpuKernel Ladder(const char* name, int step, const char* description) {
+GpuKernel Candidate(const char* name, int step, const char* description) {
   return {name,         step,         description,     Cfg::kHeadDim,
           Cfg::kBlockM, Cfg::kBlockN, Cfg::kNumWarps, LadderLaunchers<Cfg>()};
 }
@@ -47,60 +48,54 @@ GpuKernel Production() {
           Cfg::kNumWarps, AllLaunchers<Cfg>()};
 }
 
-// Ladder steps with a fixed configuration, in order (step 7 is resolved per
-// device from the candidates below).
-const std::vector<GpuKernel>& FixedLadder() {
-  static const std::vector<GpuKernel> kernels = {
-      Ladder<K01Base>("k01_base", 1,
-                      "base: mma.sync m16n8k16 + ldmatrix + cp.async, 64x64, 4 warps"),
-      Ladder<K02Swizzle>("k02_swizzle", 2, "XOR-swizzled shared memory (no bank conflicts)"),
-      Ladder<K03EagerKV>("k03_eager_kv", 3, "eager K/V loads overlapping compute"),
-      Ladder<K04Sliced>("k04_sliced_ldst", 4,
-                        "shared->register loads interleaved with mma's, 16-wide slices"),
-      Ladder<K05RfDoubleBuffer>("k05_rf_double_buffer", 5,
-                                "register fragments double-buffered one slice ahead"),
-      Ladder<K06Exp2Softmax>("k06_exp2_softmax", 6,
-                             "softmax as exp2 with the scale folded into one FFMA"),
+struct LadderStep {
+  int step;
+  const char* name;
+  const char* description;
+};
+
+// kernel_table.inc, expanded three ways: the steps, their candidates, and
+// the production kernel's head_dims.
+const std::vector<LadderStep>& Steps() {
+  static const std::vector<LadderStep> steps = {
+#define ATTN_STEP(step, name, description) {step, name, description},
+#define ATTN_KERNEL(name, step, config, description)
+#define ATTN_PRODUCTION(config)
+#include "kernel_table.inc"
+#undef ATTN_STEP
+#undef ATTN_KERNEL
+#undef ATTN_PRODUCTION
   };
-  return kernels;
+  return steps;
 }
 
-// The step-7 search space (see K07Candidate): tile shape, warps, whether Q
-// stays in registers, K/V slicing and register double-buffering.
 const std::vector<GpuKernel>& Candidates() {
   static const std::vector<GpuKernel> kernels = {
-      Ladder<K07Candidate<64, 64, 4, true, true, false>>(
-          "k07/64x64_w4_qregs", 7, "64x64, 4 warps, Q in registers, K/V sliced"),
-      Ladder<K07Candidate<64, 64, 4, false, true, true>>(
-          "k07/64x64_w4_sliced_db", 7, "64x64, 4 warps, Q/K/V sliced, double-buffered"),
-      Ladder<K07Candidate<64, 128, 4, false, true, true>>(
-          "k07/64x128_w4_sliced_db", 7, "64x128, 4 warps, Q/K/V sliced, double-buffered"),
-      Ladder<K07Candidate<128, 32, 4, false, true, true>>(
-          "k07/128x32_w4_sliced_db", 7, "128x32, 4 warps, Q/K/V sliced, double-buffered"),
-      Ladder<K07Candidate<128, 64, 4, false, true, false>>(
-          "k07/128x64_w4_sliced", 7, "128x64, 4 warps, Q/K/V sliced"),
-      Ladder<K07Candidate<128, 64, 4, false, true, true>>(
-          "k07/128x64_w4_sliced_db", 7, "128x64, 4 warps, Q/K/V sliced, double-buffered"),
-      Ladder<K07Candidate<128, 64, 8, false, true, true>>(
-          "k07/128x64_w8_sliced_db", 7, "128x64, 8 warps, Q/K/V sliced, double-buffered"),
-      Ladder<K07Candidate<128, 128, 8, false, true, true>>(
-          "k07/128x128_w8_sliced_db", 7, "128x128, 8 warps, Q/K/V sliced, double-buffered"),
+#define ATTN_STEP(step, name, description)
+#define ATTN_KERNEL(name, step, config, description) Candidate<config>(name, step, description),
+#define ATTN_PRODUCTION(config)
+#include "kernel_table.inc"
+#undef ATTN_STEP
+#undef ATTN_KERNEL
+#undef ATTN_PRODUCTION
   };
   return kernels;
 }
 
-// The production kernel's tiles, one per head_dim, ascending.
-const std::array<GpuKernel, 5>& ProductionFamily() {
-  static const std::array<GpuKernel, 5> kernels = {
-      Production<FlashFwdHdim64>(), Production<FlashFwdHdim96>(),
-      Production<FlashFwdHdim128>(), Production<FlashFwdHdim192>(),
-      Production<FlashFwdHdim256>()};
+// The production kernel's tiles, one per head_dim.
+const std::vector<GpuKernel>& ProductionFamily() {
+  static const std::vector<GpuKernel> kernels = {
+#define ATTN_STEP(step, name, description)
+#define ATTN_KERNEL(name, step, config, description)
+#define ATTN_PRODUCTION(config) Production<config>(),
+#include "kernel_table.inc"
+#undef ATTN_STEP
+#undef ATTN_KERNEL
+#undef ATTN_PRODUCTION
+  };
   return kernels;
 }
 
-constexpr char kAutotunedName[] = "k07_autotuned";
-// FA2's own choice for head_dim 128 on sm80 and sm90 (128x64, 4 warps).
-constexpr char kDefaultCandidate[] = "k07/128x64_w4_sliced_db";
 constexpr int kMinComputeCapability = 80;  // mma.sync bf16, ldmatrix, cp.async
 
 const GpuKernel* FindIn(const std::vector<GpuKernel>& kernels, absl::string_view name) {
@@ -142,21 +137,36 @@ CurrentDevice GetCurrentDevice() {
   return it->second;
 }
 
-// The candidate k07_autotuned runs on the current device. The tuning table
+// A step's candidates share the prefix of their names up to the '/'
+// ("k07/"); a step with one candidate named like the step has none.
+std::string StepPrefix(const LadderStep& step) {
+  return absl::StrFormat("k%02d/", step.step);
+}
+
+// The candidate `step` runs on the current device: the tuning table's entry
+// for (device, step), else the step's first candidate. The table
 // ($ATTN_TUNING_TABLE, then the built-in one) is read here, at resolution.
-absl::StatusOr<const GpuKernel*> ResolveAutotuned() {
-  std::string candidate = kDefaultCandidate;
+absl::StatusOr<const GpuKernel*> ResolveStep(const LadderStep& step) {
+  std::string tuned;
   if (CurrentDevice device = GetCurrentDevice(); device.ordinal >= 0) {
-    absl::StatusOr<std::string> tuned = LookupTunedCandidate(device.name);
-    if (!tuned.ok()) return tuned.status();
-    if (!tuned->empty()) candidate = *tuned;
+    absl::StatusOr<std::string> found = LookupTunedCandidate(device.name, StepPrefix(step));
+    if (!found.ok()) return found.status();
+    tuned = *found;
   }
-  const GpuKernel* kernel = FindIn(Candidates(), candidate);
-  if (kernel == nullptr) {
+  const GpuKernel* first = nullptr;
+  for (const GpuKernel& k : Candidates()) {
+    if (k.step != step.step) continue;
+    if (first == nullptr) first = &k;
+    if (!tuned.empty() && tuned == k.name) return &k;
+  }
+  if (!tuned.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "the tuning table names candidate '", candidate, "', which this build does not have"));
+        "the tuning table names candidate '", tuned, "', which this build does not have"));
   }
-  return kernel;
+  if (first == nullptr) {
+    return absl::InternalError(absl::StrCat("step ", step.step, " has no candidate"));
+  }
+  return first;
 }
 
 KernelInfo LadderInfo(const GpuKernel& k, absl::string_view name, std::string description) {
@@ -175,7 +185,7 @@ KernelInfo LadderInfo(const GpuKernel& k, absl::string_view name, std::string de
 }
 
 KernelInfo ProductionInfo() {
-  const GpuKernel& reference = ProductionFamily()[2];  // head_dim 128
+  const GpuKernel& reference = ProductionFamily()[2];  // head_dim 128 (the table lists 64, 96, 128, ...)
   KernelInfo info;
   info.name = kProductionKernelName;
   info.ladder_step = 0;
@@ -314,22 +324,23 @@ namespace internal {
 
 namespace {
 
-KernelInfo AutotunedInfo(const fa2::GpuKernel& chosen) {
-  return fa2::LadderInfo(chosen, fa2::kAutotunedName,
-                         absl::StrCat("auto-tuned step 6 kernel; here: ", chosen.name + 4, " (",
-                                      chosen.description, ")"));
+// A step's info: its own name, the tile of the candidate it runs here.
+KernelInfo StepInfo(const fa2::LadderStep& step, const fa2::GpuKernel& chosen) {
+  std::string description = step.description;
+  if (chosen.name != absl::string_view(step.name)) {
+    absl::StrAppend(&description, "; here: ", chosen.name, " (", chosen.description, ")");
+  }
+  return fa2::LadderInfo(chosen, step.name, std::move(description));
 }
 
 }  // namespace
 
 std::vector<KernelInfo> GpuKernels() {
   std::vector<KernelInfo> kernels;
-  for (const fa2::GpuKernel& k : fa2::FixedLadder()) {
-    kernels.push_back(fa2::LadderInfo(k, k.name, k.description));
+  for (const fa2::LadderStep& step : fa2::Steps()) {
+    absl::StatusOr<const fa2::GpuKernel*> chosen = fa2::ResolveStep(step);
+    if (chosen.ok()) kernels.push_back(StepInfo(step, **chosen));
   }
-  absl::StatusOr<const fa2::GpuKernel*> tuned = fa2::ResolveAutotuned();
-  kernels.push_back(AutotunedInfo(
-      tuned.ok() ? **tuned : *fa2::FindIn(fa2::Candidates(), fa2::kDefaultCandidate)));
   kernels.push_back(fa2::ProductionInfo());
   return kernels;
 }
@@ -337,7 +348,9 @@ std::vector<KernelInfo> GpuKernels() {
 std::vector<KernelInfo> GpuTuningCandidates() {
   std::vector<KernelInfo> kernels;
   for (const fa2::GpuKernel& k : fa2::Candidates()) {
-    kernels.push_back(fa2::LadderInfo(k, k.name, k.description));
+    const bool is_a_step = std::any_of(fa2::Steps().begin(), fa2::Steps().end(),
+                                       [&](const fa2::LadderStep& s) { return s.name == absl::string_view(k.name); });
+    if (!is_a_step) kernels.push_back(fa2::LadderInfo(k, k.name, k.description));
   }
   return kernels;
 }
@@ -346,13 +359,13 @@ absl::StatusOr<KernelHandle> ResolveGpuKernel(absl::string_view name) {
   if (name == kProductionKernelName) {
     return KernelHandle(fa2::ProductionInfo(), &fa2::RunGpu, nullptr);
   }
-  if (name == fa2::kAutotunedName) {
-    absl::StatusOr<const fa2::GpuKernel*> tuned = fa2::ResolveAutotuned();
-    if (!tuned.ok()) return tuned.status();
-    return KernelHandle(AutotunedInfo(**tuned), &fa2::RunGpu, *tuned);
+  for (const fa2::LadderStep& step : fa2::Steps()) {
+    if (name != step.name) continue;
+    absl::StatusOr<const fa2::GpuKernel*> chosen = fa2::ResolveStep(step);
+    if (!chosen.ok()) return chosen.status();
+    return KernelHandle(StepInfo(step, **chosen), &fa2::RunGpu, *chosen);
   }
-  const fa2::GpuKernel* k = fa2::FindIn(fa2::FixedLadder(), name);
-  if (k == nullptr) k = fa2::FindIn(fa2::Candidates(), name);
+  const fa2::GpuKernel* k = fa2::FindIn(fa2::Candidates(), name);
   if (k == nullptr) return absl::NotFoundError(absl::StrCat("no GPU kernel '", name, "'"));
   return KernelHandle(fa2::LadderInfo(*k, k->name, k->description), &fa2::RunGpu, k);
 }

@@ -24,6 +24,14 @@ struct K01Base {
   static constexpr bool kVSliced = false;
   static constexpr bool kRfDoubleBuffer = false;  // step 5
   static constexpr bool kExp2Softmax = false;     // step 6
+  static constexpr bool kSignedStrideSwizzle = false;  // step 8
+  static constexpr bool kSerpentineMma = false;        // step 9
+  static constexpr bool kPeelFirstBlock = false;       // step 10
+  static constexpr bool kEncodedEpilogue = false;      // step 11
+  static constexpr bool kBackwardKV = false;           // step 13
+  static constexpr bool kNoAllocateStores = false;     // step 14
+  static constexpr bool kColumnTiles = false;          // step 15
+  static constexpr int kStaticRowStride = 0;           // step 16; 0: runtime strides
 };
 
 // Step 2 — XOR-swizzled shared memory: no bank conflicts for cp.async,
@@ -60,19 +68,119 @@ struct K06Exp2Softmax : K05RfDoubleBuffer {
 };
 
 // Step 7 — auto-tuning: step 6's kernel over a space of tile shapes, warp
-// counts and register-load granularities. attn_tune times every candidate on
-// the GPU it runs on; the library picks the winner by device name
-// (kernels/tuning/).
-template <int BlockM, int BlockN, int NumWarps, bool QInRegisters, bool KVSliced,
-          bool DoubleBuffer>
-struct K07Candidate : K06Exp2Softmax {
-  static constexpr int kBlockM = BlockM;
-  static constexpr int kBlockN = BlockN;
-  static constexpr int kNumWarps = NumWarps;
-  static constexpr bool kQInRegisters = QInRegisters;
-  static constexpr bool kKSliced = KVSliced;
-  static constexpr bool kVSliced = KVSliced;
-  static constexpr bool kRfDoubleBuffer = DoubleBuffer;
+// counts and register-load granularities (K7<Tile>), named by their fields.
+// attn_tune times every candidate on the GPU it runs on; the library picks
+// the winner per (device, step) (kernels/tuning/).
+struct Tile64x64W4QRegs : K06Exp2Softmax {  // Q in registers, K/V sliced
+  static constexpr int kBlockM = 64;
+  static constexpr int kBlockN = 64;
+  static constexpr int kNumWarps = 4;
+  static constexpr bool kQInRegisters = true;
+  static constexpr bool kRfDoubleBuffer = false;
+};
+struct Tile64x64W4SlicedDb : K06Exp2Softmax {  // Q/K/V sliced, double-buffered
+  static constexpr int kBlockM = 64;
+  static constexpr int kBlockN = 64;
+};
+struct Tile64x128W4SlicedDb : K06Exp2Softmax {
+  static constexpr int kBlockM = 64;
+  static constexpr int kBlockN = 128;
+};
+struct Tile128x32W4SlicedDb : K06Exp2Softmax {
+  static constexpr int kBlockM = 128;
+  static constexpr int kBlockN = 32;
+};
+struct Tile128x64W4Sliced : K06Exp2Softmax {  // the H200 winner and FA2's tile
+  static constexpr int kBlockM = 128;
+  static constexpr int kBlockN = 64;
+  static constexpr bool kRfDoubleBuffer = false;
+};
+struct Tile128x64W4SlicedDb : K06Exp2Softmax {
+  static constexpr int kBlockM = 128;
+  static constexpr int kBlockN = 64;
+};
+struct Tile128x64W8SlicedDb : K06Exp2Softmax {
+  static constexpr int kBlockM = 128;
+  static constexpr int kBlockN = 64;
+  static constexpr int kNumWarps = 8;
+};
+struct Tile128x128W8SlicedDb : K06Exp2Softmax {
+  static constexpr int kBlockM = 128;
+  static constexpr int kBlockN = 128;
+  static constexpr int kNumWarps = 8;
+};
+
+// Steps 8–16 each add their switch on top of a step-7 tile (any of them; the
+// build instantiates the tiles the tuning tables use).
+
+// Step 8 — strength-reduced address math: the swizzled chunk of every
+// ldmatrix is a per-thread base plus one of four precomputed signed deltas
+// (chosen at compile time), so no XOR (LOP3) per load. Per-thread bases and
+// constant row steps for cp.async are already in every earlier step.
+template <class Tile>
+struct K08SignedStrides : Tile {
+  static constexpr bool kSignedStrideSwizzle = true;
+};
+
+// Step 9 — mma order: N outer, M inner, serpentine (M reversed on odd n), so
+// consecutive mma's share an operand. The lane maps that deliver ldmatrix
+// fragments in mma order (the seed's step-9 fix) are in every step already.
+template <class Tile>
+struct K09Serpentine : K08SignedStrides<Tile> {
+  static constexpr bool kSerpentineMma = true;
+};
+
+// Step 10 — the first key block peeled: its max is taken as is, nothing is
+// rescaled, the row sum is assigned, and O's accumulators are zeroed right
+// before its first P·V mma (ptxas then feeds RZ; no CS2R zero-fill).
+template <class Tile>
+struct K10PeeledFirst : K09Serpentine<Tile> {
+  static constexpr bool kPeelFirstBlock = true;
+};
+
+// Step 11 — encoded swizzle in the epilogue: O's register -> shared stores
+// use a per-thread base plus precomputed signed deltas, no XOR per store.
+template <class Tile>
+struct K11EncodedEpilogue : K10PeeledFirst<Tile> {
+  static constexpr bool kEncodedEpilogue = true;
+};
+
+// Step 12 — the seed's clean-ups (block addressing as base + j·B_c·stride,
+// int64 strides, one reciprocal per row) are in every step of this template
+// already: step 12 is step 11, kept so the table has every row.
+template <class Tile>
+struct K12Cleanups : K11EncodedEpilogue<Tile> {};
+
+// Step 13 — key blocks from last to first (FA2's order): the prologue loads
+// the last K block and each iteration prefetches the one before.
+template <class Tile>
+struct K13Backward : K12Cleanups<Tile> {
+  static constexpr bool kBackwardKV = true;
+};
+
+// Step 14 — cache configuration: O is stored without allocating in L1
+// (st.global.L1::no_allocate; write-once data) and the kernel asks for the
+// largest shared-memory carveout.
+template <class Tile>
+struct K14CacheConfig : K13Backward<Tile> {
+  static constexpr bool kNoAllocateStores = true;
+};
+
+// Step 15 — tiling along head_dim: shared tiles stored as head_dim/64
+// column pages of [rows x 64] (128-byte rows, Swizzle<3,3,3> inside), FA2's
+// layout atom.
+template <class Tile>
+struct K15ColumnTiles : K14CacheConfig<Tile> {
+  static constexpr bool kColumnTiles = true;
+};
+
+// Step 16 — static global-memory row stride: a specialisation for dense
+// [B, S, 16, 128] tensors (row stride 2048 elements), so block and row
+// offsets are immediates; any other stride runs step 15's kernel.
+template <class Tile>
+struct K16StaticStrides : K15ColumnTiles<Tile> {
+  static constexpr int kStaticRowStride = 16 * 128;
+  using General = K15ColumnTiles<Tile>;  // what other strides run
 };
 
 // The production kernel ("flash_fwd"): step 6's kernel with every breadth
@@ -83,7 +191,7 @@ struct K07Candidate : K06Exp2Softmax {
 // head_dim 64 (our P stays in separate registers, and 128x128 would spill)
 // and 8 warps for head_dim 96 (its chunk-by-chunk copies spill at 4 warps).
 template <int HeadDim, int BlockM, int BlockN, int NumWarps>
-struct FlashFwdTile : K06Exp2Softmax {
+struct FlashFwdTile : K15ColumnTiles<K06Exp2Softmax> {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockM = BlockM;
   static constexpr int kBlockN = BlockN;

@@ -13,6 +13,14 @@ namespace attn::fa2 {
 
 template <class Config, DType kDType, bool kEven, bool kMasked>
 cudaError_t LaunchFlashFwd(const FwdParams& params, cudaStream_t stream) {
+  if constexpr (Config::kStaticRowStride != 0) {
+    // Step 16 is a specialisation: any other row stride runs its general kernel.
+    constexpr int64_t kStride = Config::kStaticRowStride;
+    if (params.q_row_stride != kStride || params.kv_row_stride != kStride ||
+        params.o_row_stride != kStride) {
+      return LaunchFlashFwd<typename Config::General, kDType, kEven, kMasked>(params, stream);
+    }
+  }
   using T = std::conditional_t<kDType == DType::kBFloat16, __nv_bfloat16, __half>;
   using Shape = KernelShape<Config>;
   const auto kernel = &FlashFwdKernel<Config, T, kEven, kMasked>;
@@ -20,6 +28,12 @@ cudaError_t LaunchFlashFwd(const FwdParams& params, cudaStream_t stream) {
     // Above 48 KiB a kernel must opt in to its dynamic shared memory.
     const cudaError_t err = cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes);
+    if (err != cudaSuccess) return err;
+  }
+  if constexpr (Config::kNoAllocateStores) {
+    // Step 14: as much of the unified L1/shared array as possible for shared memory.
+    const cudaError_t err = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     if (err != cudaSuccess) return err;
   }
   const dim3 grid((params.seqlen_q + Config::kBlockM - 1) / Config::kBlockM, params.heads_q,

@@ -1,5 +1,5 @@
-// CTA-wide copies between global memory and shared-memory tiles of
-// [kRows x kHeadDim] 16-bit elements, 16-byte chunks per thread. When the
+// CTA-wide copies between global memory and a shared-memory tile (Tile, an
+// SmemTile: [kRows x kHeadDim] 16-bit elements), 16-byte chunks per thread. When the
 // threads cover whole rows (kThreads a multiple of the chunks per row, in row
 // steps that keep the swizzle pattern), each thread keeps one chunk column
 // and steps down the rows (a warp moves whole rows per instruction,
@@ -19,12 +19,9 @@
 
 namespace attn::fa2 {
 
-template <int kRows, int kThreads, bool kSwizzle, int kHeadDim>
+template <int kRows, int kThreads, class Tile>
 struct TileCopy {
-  using Geometry = TileGeometry<kHeadDim>;
-  using Tile = SmemTile<kSwizzle, Geometry::kRowBytes>;
-  static constexpr int kChunksPerRow = Geometry::kChunksPerRow;
-  static constexpr int kRowBytes = Geometry::kRowBytes;
+  static constexpr int kChunksPerRow = Tile::kChunksPerRow;
   static constexpr bool kWholeRows =
       kThreads % kChunksPerRow == 0 && (kThreads / kChunksPerRow) % 8 == 0 &&
       kRows % (kThreads / kChunksPerRow) == 0;
@@ -44,7 +41,7 @@ struct TileCopy {
       T* src = gmem + row0 * row_stride + chunk * kChunkElems;
 #pragma unroll
       for (int i = 0; i < kRows / kRowsPerStep; ++i) {
-        fn(row0 + i * kRowsPerStep, offset0 + i * kRowsPerStep * kRowBytes,
+        fn(row0 + i * kRowsPerStep, offset0 + i * kRowsPerStep * Tile::kRowPitch,
            src + i * kRowsPerStep * row_stride);
       }
     } else {
@@ -80,11 +77,17 @@ struct TileCopy {
   // Copies the tile's first `valid_rows` rows back to global memory with
   // 16-byte stores. The caller synchronises the CTA between the
   // shared-memory writes and this call.
-  template <bool kPredicated, class T>
+  template <bool kPredicated, bool kNoAllocate, class T>
   __device__ __forceinline__ static void Store(T* gmem, int64_t row_stride, uint32_t smem_tile,
                                                int tid, int valid_rows = kRows) {
     ForEachChunk(tid, gmem, row_stride, [&](int row, uint32_t offset, T* dst) {
-      if (!kPredicated || row < valid_rows) StGlobal128(dst, LdShared128(smem_tile + offset));
+      if (!kPredicated || row < valid_rows) {
+        if constexpr (kNoAllocate) {
+          StGlobal128NoAllocate(dst, LdShared128(smem_tile + offset));
+        } else {
+          StGlobal128(dst, LdShared128(smem_tile + offset));
+        }
+      }
     });
   }
 };

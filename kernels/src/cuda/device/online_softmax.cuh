@@ -47,7 +47,10 @@ struct OnlineSoftmax {
   // Turns the scores `s` of one KV block into unnormalised probabilities and
   // rescales the output accumulator `o` to the new running maxima. With
   // running max −inf (first block) the rescale factor is 2^−inf = 0.
-  template <bool kCheckInf = false>
+  // kFirst (ladder step 10, the peeled first block): nothing has been
+  // accumulated yet, so the max is the block's, the sum is assigned and `o`
+  // (not yet zeroed) is not touched.
+  template <bool kCheckInf = false, bool kFirst = false>
   __device__ __forceinline__ void Update(float (&s)[kMTiles][kNTiles][4],
                                          float (&o)[kMTiles][kDTiles][4], float scale,
                                          float scale_log2) {
@@ -62,9 +65,9 @@ struct OnlineSoftmax {
             s[mt][nt][2 * h + 1] *= scale;
           }
         }
-        float m = row_max[mt][h];
+        float m = kFirst ? fmaxf(s[mt][0][2 * h], s[mt][0][2 * h + 1]) : row_max[mt][h];
 #pragma unroll
-        for (int nt = 0; nt < kNTiles; ++nt) {
+        for (int nt = kFirst ? 1 : 0; nt < kNTiles; ++nt) {
           m = fmaxf(m, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
         }
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
@@ -74,7 +77,10 @@ struct OnlineSoftmax {
         float sum = 0.0f;
         if constexpr (kExp2) {
           float m_scaled;
-          if constexpr (kCheckInf) {
+          if constexpr (kFirst) {
+            m_scaled = (kCheckInf && m == -INFINITY) ? 0.0f : m * scale_log2;
+            alpha = 0.0f;  // unused
+          } else if constexpr (kCheckInf) {
             m_scaled = m == -INFINITY ? 0.0f : m * scale_log2;
             alpha = Exp2Approx(fmaf(row_max[mt][h], scale_log2, -m_scaled));
           } else {
@@ -103,11 +109,15 @@ struct OnlineSoftmax {
           }
         }
         row_max[mt][h] = m;
-        row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
+        if constexpr (kFirst) {
+          row_sum[mt][h] = sum;
+        } else {
+          row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
 #pragma unroll
-        for (int dt = 0; dt < kDTiles; ++dt) {
-          o[mt][dt][2 * h] *= alpha;
-          o[mt][dt][2 * h + 1] *= alpha;
+          for (int dt = 0; dt < kDTiles; ++dt) {
+            o[mt][dt][2 * h] *= alpha;
+            o[mt][dt][2 * h + 1] *= alpha;
+          }
         }
       }
     }

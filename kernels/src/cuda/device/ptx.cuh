@@ -124,6 +124,13 @@ __device__ __forceinline__ void StShared32(uint32_t smem_addr, uint32_t value) {
   asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(smem_addr), "r"(value));
 }
 
+// The same store without allocating in L1 (write-once output; ladder step 14).
+__device__ __forceinline__ void StGlobal128NoAllocate(void* gmem, uint4 v) {
+  asm volatile("st.global.L1::no_allocate.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(gmem),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
 __device__ __forceinline__ void StGlobal128(void* gmem, uint4 v) {
   asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(gmem), "r"(v.x), "r"(v.y),
                "r"(v.z), "r"(v.w)
