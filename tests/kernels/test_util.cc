@@ -1,11 +1,29 @@
 #include "test_util.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace attn::testing {
+namespace {
+
+// One generator and one distribution for Q, K and V in turn.
+void FillNormal(size_t n, DType dtype, std::mt19937_64& rng,
+                std::normal_distribution<float>& normal, std::vector<uint16_t>& bits,
+                std::vector<float>& values) {
+  bits.resize(n);
+  values.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    bits[i] = FloatToBits(normal(rng), dtype);
+    values[i] = BitsToFloat(bits[i], dtype);
+  }
+}
+
+}  // namespace
 
 uint64_t FreshSeed() {
   std::random_device device;
@@ -20,29 +38,66 @@ HostInputs MakeRandomInputs(const Shape& shape, DType dtype, uint64_t seed) {
   const size_t n = static_cast<size_t>(shape.NumElements());
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto fill = [&](std::vector<uint16_t>& bits, std::vector<float>& values) {
-    bits.resize(n);
-    values.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      bits[i] = FloatToBits(normal(rng), dtype);
-      values[i] = BitsToFloat(bits[i], dtype);
-    }
-  };
-  fill(in.q, in.q_float);
-  fill(in.k, in.k_float);
-  fill(in.v, in.v_float);
+  FillNormal(n, dtype, rng, normal, in.q, in.q_float);
+  FillNormal(n, dtype, rng, normal, in.k, in.k_float);
+  FillNormal(n, dtype, rng, normal, in.v, in.v_float);
   return in;
+}
+
+ProblemInputs MakeProblemInputs(const AttentionProblem& problem, DType dtype, uint64_t seed,
+                                std::vector<int32_t> cu_seqlens_q,
+                                std::vector<int32_t> cu_seqlens_k) {
+  ProblemInputs in;
+  in.problem = problem;
+  in.dtype = dtype;
+  in.seed = seed;
+  if (problem.varlen) {
+    in.cu_seqlens_q = std::move(cu_seqlens_q);
+    in.cu_seqlens_k = std::move(cu_seqlens_k);
+  }
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  FillNormal(static_cast<size_t>(problem.QElements()), dtype, rng, normal, in.q, in.q_float);
+  FillNormal(static_cast<size_t>(problem.KVElements()), dtype, rng, normal, in.k, in.k_float);
+  FillNormal(static_cast<size_t>(problem.KVElements()), dtype, rng, normal, in.v, in.v_float);
+  return in;
+}
+
+void SetVarlen(AttentionProblem* problem, const std::vector<int32_t>& q_lens,
+               const std::vector<int32_t>& k_lens, std::vector<int32_t>* cu_seqlens_q,
+               std::vector<int32_t>* cu_seqlens_k) {
+  problem->varlen = true;
+  problem->batch = static_cast<int64_t>(q_lens.size());
+  cu_seqlens_q->assign(1, 0);
+  cu_seqlens_k->assign(1, 0);
+  problem->seqlen_q = problem->seqlen_k = 1;
+  for (size_t b = 0; b < q_lens.size(); ++b) {
+    cu_seqlens_q->push_back(cu_seqlens_q->back() + q_lens[b]);
+    cu_seqlens_k->push_back(cu_seqlens_k->back() + k_lens[b]);
+    problem->seqlen_q = std::max<int64_t>(problem->seqlen_q, q_lens[b]);
+    problem->seqlen_k = std::max<int64_t>(problem->seqlen_k, k_lens[b]);
+  }
+  problem->total_q = cu_seqlens_q->back();
+  problem->total_k = cu_seqlens_k->back();
 }
 
 double RelativeL2Error(const std::vector<uint16_t>& out, DType dtype,
                        const std::vector<double>& ref) {
+  std::vector<float> values(out.size());
+  for (size_t i = 0; i < out.size(); ++i) values[i] = BitsToFloat(out[i], dtype);
+  return RelativeL2Error(values, ref);
+}
+
+double RelativeL2Error(const std::vector<float>& out, const std::vector<double>& ref) {
+  if (out.size() != ref.size()) return std::numeric_limits<double>::infinity();
   double diff = 0.0, norm = 0.0;
   for (size_t i = 0; i < ref.size(); ++i) {
-    const double d = static_cast<double>(BitsToFloat(out[i], dtype)) - ref[i];
+    const double d = static_cast<double>(out[i]) - ref[i];
     diff += d * d;
     norm += ref[i] * ref[i];
   }
-  return std::sqrt(diff) / std::sqrt(norm);
+  if (std::isnan(diff)) return std::numeric_limits<double>::infinity();
+  return norm > 0.0 ? std::sqrt(diff) / std::sqrt(norm) : std::sqrt(diff);
 }
 
 int64_t CountNonFinite(const std::vector<uint16_t>& out, DType dtype) {
@@ -51,9 +106,34 @@ int64_t CountNonFinite(const std::vector<uint16_t>& out, DType dtype) {
   return count;
 }
 
+double MaxLseError(const std::vector<float>& lse, const std::vector<double>& ref) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (lse.size() != ref.size()) return kInf;
+  double worst = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (std::isinf(ref[i])) {
+      if (lse[i] != static_cast<float>(ref[i])) return kInf;
+      continue;
+    }
+    if (!std::isfinite(lse[i])) return kInf;
+    worst = std::max(worst, std::abs(static_cast<double>(lse[i]) - ref[i]));
+  }
+  return worst;
+}
+
 std::string Describe(const HostInputs& in) {
   return absl::StrCat("dtype=", DTypeName(in.dtype), " shape=", in.shape.ToString(),
                       " seed=", in.seed);
+}
+
+std::string Describe(const ProblemInputs& in) {
+  std::string s = absl::StrCat("dtype=", DTypeName(in.dtype), " problem=", in.problem.ToString(),
+                               " scale=", in.problem.softmax_scale, " seed=", in.seed);
+  if (in.problem.varlen) {
+    absl::StrAppend(&s, " cu_seqlens_q=[", absl::StrJoin(in.cu_seqlens_q, ","),
+                    "] cu_seqlens_k=[", absl::StrJoin(in.cu_seqlens_k, ","), "]");
+  }
+  return s;
 }
 
 }  // namespace attn::testing
