@@ -175,7 +175,7 @@ TEST_F(CodecTest, DecodesVarlen) {
   pb::AttendRequest bad = request;
   bad.mutable_shape()->set_batch(3);
   ExpectError(bad, absl::StatusCode::kInvalidArgument,
-              "shape.batch is 3 but cu_seqlens_q has 3 offsets (2 sequences)");
+              "shape.batch is 3 but cu_seqlens_q has 3 offsets, i.e. batch 2; set shape.batch to 2 or 0");
   bad = request;
   bad.mutable_shape()->set_seq_len(3);
   ExpectError(bad, absl::StatusCode::kInvalidArgument,
