@@ -28,6 +28,7 @@ using testing::MaxLseError;
 using testing::ProblemInputs;
 using testing::RelativeL2Error;
 using testing::SetVarlen;
+using testing::TensorLayout;
 
 constexpr uint16_t kPaddingBits = 0x7ffe;  // another NaN: padding between strided elements
 const float kLsePoison = std::numeric_limits<float>::quiet_NaN();
@@ -74,60 +75,6 @@ Case Varlen(std::string name, AttentionProblem p, const std::vector<int32_t>& q_
   return c;
 }
 
-// One [batch, seq, heads, head_dim] tensor in memory (varlen: batch 1 of the
-// packed tokens), with its strides.
-struct Layout {
-  int64_t batch, seq, heads, head_dim;
-  TensorStrides strides;
-
-  // Padded strides: every step skips some elements, so reading or writing
-  // outside the tensor's elements shows.
-  static Layout Padded(int64_t batch, int64_t seq, int64_t heads, int64_t head_dim) {
-    Layout l{batch, seq, heads, head_dim, {}};
-    l.strides.head = head_dim + 3;
-    l.strides.row = heads * l.strides.head + 5;
-    l.strides.batch = seq * l.strides.row + 7;
-    return l;
-  }
-  int64_t Elements() const {
-    return (batch - 1) * strides.batch + (seq - 1) * strides.row + (heads - 1) * strides.head +
-           head_dim;
-  }
-  int64_t At(int64_t b, int64_t t, int64_t h) const {
-    return b * strides.batch + t * strides.row + h * strides.head;
-  }
-  // Dense [batch, seq, heads, head_dim] into this layout, padding `fill`.
-  std::vector<uint16_t> Scatter(const std::vector<uint16_t>& dense, uint16_t fill) const {
-    std::vector<uint16_t> out(Elements(), fill);
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t t = 0; t < seq; ++t)
-        for (int64_t h = 0; h < heads; ++h)
-          for (int64_t c = 0; c < head_dim; ++c)
-            out[At(b, t, h) + c] = dense[((b * seq + t) * heads + h) * head_dim + c];
-    return out;
-  }
-  std::vector<uint16_t> Gather(const std::vector<uint16_t>& strided) const {
-    std::vector<uint16_t> out(batch * seq * heads * head_dim);
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t t = 0; t < seq; ++t)
-        for (int64_t h = 0; h < heads; ++h)
-          for (int64_t c = 0; c < head_dim; ++c)
-            out[((b * seq + t) * heads + h) * head_dim + c] = strided[At(b, t, h) + c];
-    return out;
-  }
-  // Elements no (b, t, h, c) maps to.
-  int64_t CountPaddingNot(const std::vector<uint16_t>& strided, uint16_t fill) const {
-    std::vector<bool> used(strided.size(), false);
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t t = 0; t < seq; ++t)
-        for (int64_t h = 0; h < heads; ++h)
-          for (int64_t c = 0; c < head_dim; ++c) used[At(b, t, h) + c] = true;
-    int64_t count = 0;
-    for (size_t i = 0; i < strided.size(); ++i) count += !used[i] && strided[i] != fill;
-    return count;
-  }
-};
-
 // The result of one CPU run, dense.
 struct CpuRun {
   std::vector<uint16_t> out;
@@ -147,13 +94,9 @@ CpuRun RunCpu(const ProblemInputs& in, bool strided, int threads = 0) {
     args.cu_seqlens_q = in.cu_seqlens_q.data();
     args.cu_seqlens_k = in.cu_seqlens_k.data();
   }
-  const int64_t batch = p.varlen ? 1 : p.batch;
-  const Layout q_layout = strided ? Layout::Padded(batch, p.QTokens() / batch, p.heads_q, p.head_dim)
-                                  : Layout{batch, p.QTokens() / batch, p.heads_q, p.head_dim,
-                                           args.q_strides};
-  const Layout kv_layout =
-      strided ? Layout::Padded(batch, p.KVTokens() / batch, p.heads_kv, p.head_dim)
-              : Layout{batch, p.KVTokens() / batch, p.heads_kv, p.head_dim, args.k_strides};
+  // Odd padding: the CPU kernel has no alignment rules.
+  const TensorLayout q_layout = TensorLayout::ForQ(p, strided ? 3 : 0);
+  const TensorLayout kv_layout = TensorLayout::ForKV(p, strided ? 3 : 0);
   // Input padding is NaN too: a kernel that reads it produces NaN.
   const std::vector<uint16_t> q = q_layout.Scatter(in.q, kPaddingBits);
   const std::vector<uint16_t> k = kv_layout.Scatter(in.k, kPaddingBits);

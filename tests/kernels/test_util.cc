@@ -81,6 +81,69 @@ void SetVarlen(AttentionProblem* problem, const std::vector<int32_t>& q_lens,
   problem->total_k = cu_seqlens_k->back();
 }
 
+TensorLayout TensorLayout::Dense(int64_t batch, int64_t seq, int64_t heads, int64_t head_dim) {
+  return {batch, seq, heads, head_dim, ContiguousStrides(seq, heads, head_dim)};
+}
+
+TensorLayout TensorLayout::Padded(int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
+                                  int64_t pad) {
+  TensorLayout l{batch, seq, heads, head_dim, {}};
+  l.strides.head = head_dim + pad;
+  l.strides.row = heads * l.strides.head + 2 * pad;
+  l.strides.batch = seq * l.strides.row + 3 * pad;
+  return l;
+}
+
+TensorLayout TensorLayout::ForQ(const AttentionProblem& p, int64_t pad) {
+  const int64_t batch = p.varlen ? 1 : p.batch;
+  const int64_t seq = p.varlen ? p.total_q : p.seqlen_q;
+  return pad > 0 ? Padded(batch, seq, p.heads_q, p.head_dim, pad)
+                 : Dense(batch, seq, p.heads_q, p.head_dim);
+}
+
+TensorLayout TensorLayout::ForKV(const AttentionProblem& p, int64_t pad) {
+  const int64_t batch = p.varlen ? 1 : p.batch;
+  const int64_t seq = p.varlen ? p.total_k : p.seqlen_k;
+  return pad > 0 ? Padded(batch, seq, p.heads_kv, p.head_dim, pad)
+                 : Dense(batch, seq, p.heads_kv, p.head_dim);
+}
+
+int64_t TensorLayout::Elements() const {
+  if (batch == 0 || seq == 0 || heads == 0) return 0;
+  return (batch - 1) * strides.batch + (seq - 1) * strides.row + (heads - 1) * strides.head +
+         head_dim;
+}
+
+std::vector<uint16_t> TensorLayout::Scatter(const std::vector<uint16_t>& dense,
+                                            uint16_t fill) const {
+  std::vector<uint16_t> out(Elements(), fill);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < seq; ++t)
+      for (int64_t h = 0; h < heads; ++h)
+        std::copy_n(&dense[((b * seq + t) * heads + h) * head_dim], head_dim, &out[At(b, t, h)]);
+  return out;
+}
+
+std::vector<uint16_t> TensorLayout::Gather(const std::vector<uint16_t>& laid_out) const {
+  std::vector<uint16_t> out(batch * seq * heads * head_dim);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < seq; ++t)
+      for (int64_t h = 0; h < heads; ++h)
+        std::copy_n(&laid_out[At(b, t, h)], head_dim, &out[((b * seq + t) * heads + h) * head_dim]);
+  return out;
+}
+
+int64_t TensorLayout::CountPaddingNot(const std::vector<uint16_t>& laid_out, uint16_t fill) const {
+  std::vector<bool> used(laid_out.size(), false);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < seq; ++t)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t c = 0; c < head_dim; ++c) used[At(b, t, h) + c] = true;
+  int64_t count = 0;
+  for (size_t i = 0; i < laid_out.size(); ++i) count += !used[i] && laid_out[i] != fill;
+  return count;
+}
+
 double RelativeL2Error(const std::vector<uint16_t>& out, DType dtype,
                        const std::vector<double>& ref) {
   std::vector<float> values(out.size());

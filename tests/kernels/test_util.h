@@ -51,6 +51,33 @@ void SetVarlen(AttentionProblem* problem, const std::vector<int32_t>& q_lens,
                const std::vector<int32_t>& k_lens, std::vector<int32_t>* cu_seqlens_q,
                std::vector<int32_t>* cu_seqlens_k);
 
+// One [batch, seq, heads, head_dim] tensor in memory (varlen: batch 1 of the
+// packed tokens) with its element strides; moves data between it and the
+// dense [batch, seq, heads, head_dim] order.
+struct TensorLayout {
+  int64_t batch = 0, seq = 0, heads = 0, head_dim = 0;
+  TensorStrides strides;
+
+  static TensorLayout Dense(int64_t batch, int64_t seq, int64_t heads, int64_t head_dim);
+  // Every step skips elements (head: pad, row: 2·pad, batch: 3·pad more than
+  // dense), so touching anything between the tensor's elements shows.
+  static TensorLayout Padded(int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
+                             int64_t pad);
+  // Q/O (or K/V) of `problem` (dense or padded).
+  static TensorLayout ForQ(const AttentionProblem& problem, int64_t pad = 0);
+  static TensorLayout ForKV(const AttentionProblem& problem, int64_t pad = 0);
+
+  int64_t Elements() const;  // span in memory, first to one past the last
+  int64_t At(int64_t b, int64_t t, int64_t h) const {
+    return b * strides.batch + t * strides.row + h * strides.head;
+  }
+  // Dense into this layout, everything else `fill`.
+  std::vector<uint16_t> Scatter(const std::vector<uint16_t>& dense, uint16_t fill) const;
+  std::vector<uint16_t> Gather(const std::vector<uint16_t>& laid_out) const;
+  // Elements outside the tensor that are not `fill`.
+  int64_t CountPaddingNot(const std::vector<uint16_t>& laid_out, uint16_t fill) const;
+};
+
 // A 16-bit NaN pattern to poison outputs with before a run.
 inline constexpr uint16_t kPoisonBits = 0x7fff;
 
