@@ -1,5 +1,6 @@
 #include "attn/c_api.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -17,6 +18,15 @@ int Report(const absl::Status& status, char* error, size_t error_size) {
   return static_cast<int>(status.code());
 }
 
+absl::Status DTypeFromC(int dtype, attn::DType* type) {
+  if (dtype != ATTN_DTYPE_FLOAT16 && dtype != ATTN_DTYPE_BFLOAT16) {
+    return absl::InvalidArgumentError(
+        "dtype must be ATTN_DTYPE_FLOAT16 (0) or ATTN_DTYPE_BFLOAT16 (1)");
+  }
+  *type = dtype == ATTN_DTYPE_BFLOAT16 ? attn::DType::kBFloat16 : attn::DType::kFloat16;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 extern "C" int attn_forward(const char* kernel, int dtype, const void* q, const void* k,
@@ -26,22 +36,80 @@ extern "C" int attn_forward(const char* kernel, int dtype, const void* q, const 
   if (kernel == nullptr) {
     return Report(absl::InvalidArgumentError("kernel is NULL"), error, error_size);
   }
-  if (dtype != ATTN_DTYPE_FLOAT16 && dtype != ATTN_DTYPE_BFLOAT16) {
-    return Report(absl::InvalidArgumentError("dtype must be ATTN_DTYPE_FLOAT16 (0) or "
-                                             "ATTN_DTYPE_BFLOAT16 (1)"),
-                  error, error_size);
-  }
-  const attn::DType type = dtype == ATTN_DTYPE_BFLOAT16 ? attn::DType::kBFloat16
-                                                        : attn::DType::kFloat16;
-  const attn::Shape shape{batch, seq_len, num_heads, head_dim};
-  attn::AttentionArgs args;
-  args.q = {q, type, shape};
-  args.k = {k, type, shape};
-  args.v = {v, type, shape};
-  args.out = {out, type, shape};
-  args.softmax_scale = softmax_scale;
+  attn::DType type = attn::DType::kBFloat16;
+  if (absl::Status st = DTypeFromC(dtype, &type); !st.ok()) return Report(st, error, error_size);
+  attn::AttentionProblem problem =
+      attn::AttentionProblem::SelfAttention(batch, seq_len, num_heads, head_dim);
+  problem.softmax_scale = softmax_scale;
+  const attn::AttentionArgs args = attn::AttentionArgs::Contiguous(problem, type, q, k, v, out);
   return Report(attn::Forward(args, kernel, static_cast<CUstream_st*>(stream)), error,
                 error_size);
+}
+
+extern "C" int attn_forward_ex(const char* kernel, int dtype, const void* q, const void* k,
+                               const void* v, void* out, float* lse,
+                               const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_k,
+                               int64_t batch, int64_t seqlen_q, int64_t seqlen_k,
+                               int64_t heads_q, int64_t heads_kv, int64_t head_dim, int causal,
+                               int64_t window_left, int64_t window_right, float softmax_scale,
+                               int64_t total_q, int64_t total_k, void* stream, char* error,
+                               size_t error_size) {
+  if (kernel == nullptr) {
+    return Report(absl::InvalidArgumentError("kernel is NULL"), error, error_size);
+  }
+  attn::DType type = attn::DType::kBFloat16;
+  if (absl::Status st = DTypeFromC(dtype, &type); !st.ok()) return Report(st, error, error_size);
+  attn::AttentionProblem problem;
+  problem.batch = batch;
+  problem.seqlen_q = seqlen_q;
+  problem.seqlen_k = seqlen_k;
+  problem.heads_q = heads_q;
+  problem.heads_kv = heads_kv;
+  problem.head_dim = head_dim;
+  problem.causal = causal != 0;
+  problem.window_left = window_left;
+  problem.window_right = window_right;
+  problem.softmax_scale = softmax_scale;
+  problem.return_lse = lse != nullptr;
+  // Either offset array makes it varlen; ValidateArgs names a missing one.
+  problem.varlen = cu_seqlens_q != nullptr || cu_seqlens_k != nullptr;
+  if (problem.varlen) {
+    problem.total_q = total_q;
+    problem.total_k = total_k;
+  }
+  attn::AttentionArgs args = attn::AttentionArgs::Contiguous(problem, type, q, k, v, out, lse);
+  args.cu_seqlens_q = cu_seqlens_q;
+  args.cu_seqlens_k = cu_seqlens_k;
+  return Report(attn::Forward(args, kernel, static_cast<CUstream_st*>(stream)), error,
+                error_size);
+}
+
+extern "C" int attn_kernel_caps(const char* kernel, attn_kernel_caps_t* caps) {
+  if (kernel == nullptr || caps == nullptr) {
+    return static_cast<int>(absl::StatusCode::kInvalidArgument);
+  }
+  absl::StatusOr<attn::KernelInfo> info = attn::FindKernel(kernel);
+  if (!info.ok()) return static_cast<int>(info.status().code());
+  const attn::KernelCapabilities& c = info->caps;
+  *caps = attn_kernel_caps_t{};
+  caps->backend = info->backend == attn::Backend::kCuda ? 1 : 0;
+  caps->ladder_step = info->ladder_step;
+  const size_t max_dims = sizeof(caps->head_dims) / sizeof(caps->head_dims[0]);
+  caps->num_head_dims = static_cast<int>(std::min(c.head_dims.size(), max_dims));
+  for (int i = 0; i < caps->num_head_dims; ++i) caps->head_dims[i] = c.head_dims[i];
+  caps->max_head_dim = c.head_dims.empty()
+                           ? static_cast<int>(attn::kMaxCpuHeadDim)
+                           : *std::max_element(c.head_dims.begin(), c.head_dims.end());
+  caps->seq_multiple = c.seq_multiple;
+  caps->causal = c.causal;
+  caps->window = c.window;
+  caps->gqa = c.gqa;
+  caps->seqlen_q_ne_k = c.seqlen_q_ne_k;
+  caps->lse = c.lse;
+  caps->varlen = c.varlen;
+  caps->strided = c.strided;
+  caps->min_compute_capability = c.min_compute_capability;
+  return 0;
 }
 
 extern "C" size_t attn_list_kernels(int include_candidates, char* buffer, size_t size) {

@@ -9,83 +9,247 @@
 namespace attn {
 namespace {
 
-// Query rows per task and key rows per online-softmax step. A task converts
-// its head's K and V once (O(S·D)) and then does O(kTaskRows·S·D) work.
-constexpr int64_t kTaskRows = 128;
+// Query rows per task, query rows sharing each pass over a key block, and key
+// rows per online-softmax step. A task converts the keys its rows can see
+// once (O(keys · D)) and then does O(kTaskRows · keys · D) work.
+constexpr int64_t kTaskRows = 64;
+constexpr int64_t kGroupRows = 4;
 constexpr int64_t kKeyBlock = 64;
 
-// One task: query rows [row0, row0 + rows) of head (b, h).
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// The keys [lo, hi] query row i of a sequence of sq queries over sk keys may
+// see (hi < lo: none), FA2's mask aligned to the bottom right.
+struct KeyRange {
+  int64_t lo, hi;
+};
+KeyRange VisibleKeys(int64_t i, int64_t sq, int64_t sk, int64_t window_left,
+                     int64_t window_right) {
+  const int64_t diagonal = i + sk - sq;
+  KeyRange r{0, sk - 1};
+  if (window_left >= 0) r.lo = std::max<int64_t>(0, diagonal - window_left);
+  if (window_right >= 0) r.hi = std::min(sk - 1, diagonal + window_right);
+  return r;
+}
+
+// One sequence of the batch: where its tokens start and how many there are.
+struct Sequence {
+  int64_t q_token0 = 0, k_token0 = 0;  // varlen: first packed token; else 0
+  int64_t sq = 0, sk = 0;
+};
+
+Sequence SequenceOf(const AttentionArgs& args, int64_t b) {
+  const AttentionProblem& p = args.problem;
+  Sequence s;
+  if (p.varlen) {
+    s.q_token0 = args.cu_seqlens_q[b];
+    s.k_token0 = args.cu_seqlens_k[b];
+    s.sq = args.cu_seqlens_q[b + 1] - s.q_token0;
+    s.sk = args.cu_seqlens_k[b + 1] - s.k_token0;
+  } else {
+    s.sq = p.seqlen_q;
+    s.sk = p.seqlen_k;
+  }
+  return s;
+}
+
+// Element offset of token `token` (packed index with varlen), head `h`.
+int64_t Offset(const TensorStrides& s, bool varlen, int64_t b, int64_t token, int64_t h) {
+  return (varlen ? 0 : b * s.batch) + token * s.row + h * s.head;
+}
+
+// Per-thread scratch, reused across tasks.
+struct Scratch {
+  std::vector<float> keys_t;  // [D, L]: keys transposed, so scores vectorise over keys
+  std::vector<float> values;  // [L, D]
+  std::vector<float> query;   // [kGroupRows, D]
+  std::vector<float> acc;     // [kGroupRows, D]
+  std::vector<float> row;     // [D]
+  std::vector<float> scores;  // [kGroupRows, kKeyBlock]
+};
+
+// One task: query rows [row0, row0 + rows) of head h of sequence b.
 void RunTask(const AttentionArgs& args, float scale, int64_t b, int64_t h, int64_t row0,
-             int64_t rows, std::vector<float>& keys, std::vector<float>& values) {
-  const Shape& s = args.q.shape;
-  const int64_t d = s.head_dim;
-  const int64_t stride = s.RowStride();
-  const int64_t head_offset = b * s.seq_len * stride + h * d;
-  const DType dtype = args.q.dtype;
+             Scratch& w) {
+  const AttentionProblem& p = args.problem;
+  const Sequence seq = SequenceOf(args, b);
+  const int64_t row_end = std::min(row0 + kTaskRows, seq.sq);
+  if (row0 >= row_end) return;
+  const int64_t d = p.head_dim;
+  const int64_t h_kv = h / (p.heads_q / p.heads_kv);
+  const int64_t wl = p.window_left, wr = p.EffectiveWindowRight();
+  const DType dtype = args.dtype;
+  const size_t elem = DTypeSize(dtype);
+  const char* q_base = static_cast<const char*>(args.q);
+  const char* k_base = static_cast<const char*>(args.k);
+  const char* v_base = static_cast<const char*>(args.v);
+  char* out_base = static_cast<char*>(args.out);
 
-  // Convert this head's K and V rows into contiguous float [S, D].
-  keys.resize(s.seq_len * d);
-  values.resize(s.seq_len * d);
-  for (int64_t j = 0; j < s.seq_len; ++j) {
-    const int64_t offset = (head_offset + j * stride) * 2;
-    ToFloat(static_cast<const char*>(args.k.data) + offset, dtype, d, &keys[j * d]);
-    ToFloat(static_cast<const char*>(args.v.data) + offset, dtype, d, &values[j * d]);
+  // Keys any row of the task sees: both ends of the range grow with the row.
+  const int64_t key_lo = std::max<int64_t>(0, VisibleKeys(row0, seq.sq, seq.sk, wl, wr).lo);
+  const int64_t key_hi = std::min(seq.sk - 1, VisibleKeys(row_end - 1, seq.sq, seq.sk, wl, wr).hi);
+  const int64_t keys = std::max<int64_t>(0, key_hi - key_lo + 1);
+  w.keys_t.resize(keys * d);
+  w.values.resize(keys * d);
+  w.row.resize(d);
+  for (int64_t j = 0; j < keys; ++j) {
+    const int64_t token = seq.k_token0 + key_lo + j;
+    ToFloat(k_base + Offset(args.k_strides, p.varlen, b, token, h_kv) * elem, dtype, d,
+            w.row.data());
+    for (int64_t c = 0; c < d; ++c) w.keys_t[c * keys + j] = w.row[c];
+    ToFloat(v_base + Offset(args.v_strides, p.varlen, b, token, h_kv) * elem, dtype, d,
+            &w.values[j * d]);
   }
 
-  std::vector<float> query(d), acc(d), scores(kKeyBlock);
-  for (int64_t i = row0; i < row0 + rows; ++i) {
-    const int64_t offset = (head_offset + i * stride) * 2;
-    ToFloat(static_cast<const char*>(args.q.data) + offset, dtype, d, query.data());
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    float running_max = -std::numeric_limits<float>::infinity();
-    float running_sum = 0.0f;
-    for (int64_t j0 = 0; j0 < s.seq_len; j0 += kKeyBlock) {
-      const int64_t block = std::min(kKeyBlock, s.seq_len - j0);
-      float block_max = running_max;
-      for (int64_t j = 0; j < block; ++j) {
-        const float* key = &keys[(j0 + j) * d];
-        float dot = 0.0f;
-        for (int64_t c = 0; c < d; ++c) dot += query[c] * key[c];
-        scores[j] = dot * scale;
-        block_max = std::max(block_max, scores[j]);
-      }
-      // Online softmax: rescale what was accumulated under the old maximum.
-      const float correction = std::exp(running_max - block_max);
-      running_sum *= correction;
-      for (int64_t c = 0; c < d; ++c) acc[c] *= correction;
-      for (int64_t j = 0; j < block; ++j) {
-        const float p = std::exp(scores[j] - block_max);
-        running_sum += p;
-        const float* value = &values[(j0 + j) * d];
-        for (int64_t c = 0; c < d; ++c) acc[c] += p * value[c];
-      }
-      running_max = block_max;
+  w.query.resize(kGroupRows * d);
+  w.acc.resize(kGroupRows * d);
+  w.scores.resize(kGroupRows * kKeyBlock);
+  for (int64_t i0 = row0; i0 < row_end; i0 += kGroupRows) {
+    const int64_t n = std::min(kGroupRows, row_end - i0);
+    KeyRange range[kGroupRows];
+    float running_max[kGroupRows], running_sum[kGroupRows];
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t token = seq.q_token0 + i0 + r;
+      ToFloat(q_base + Offset(args.q_strides, p.varlen, b, token, h) * elem, dtype, d,
+              &w.query[r * d]);
+      range[r] = VisibleKeys(i0 + r, seq.sq, seq.sk, wl, wr);
+      range[r].lo = std::max(range[r].lo, key_lo);
+      range[r].hi = std::min(range[r].hi, key_hi);
+      running_max[r] = kNegInf;
+      running_sum[r] = 0.0f;
     }
-    const float inv_sum = 1.0f / running_sum;
-    for (int64_t c = 0; c < d; ++c) acc[c] *= inv_sum;
-    FromFloat(acc.data(), d, dtype, static_cast<char*>(args.out.data) + offset);
+    std::fill(w.acc.begin(), w.acc.end(), 0.0f);
+    const int64_t group_lo = range[0].lo;
+    const int64_t group_hi = range[n - 1].hi;
+    for (int64_t j0 = group_lo; j0 <= group_hi; j0 += kKeyBlock) {
+      const int64_t block = std::min(kKeyBlock, group_hi - j0 + 1);
+      // Scores of the group's rows against the block: S[r][j] = q_r · k_j.
+      std::fill(w.scores.begin(), w.scores.end(), 0.0f);
+      for (int64_t c = 0; c < d; ++c) {
+        const float* key_c = &w.keys_t[c * keys + (j0 - key_lo)];
+        for (int64_t r = 0; r < n; ++r) {
+          const float qc = w.query[r * d + c];
+          float* s = &w.scores[r * kKeyBlock];
+          for (int64_t j = 0; j < block; ++j) s[j] += qc * key_c[j];
+        }
+      }
+      for (int64_t r = 0; r < n; ++r) {
+        // The part of the block row r sees.
+        const int64_t a = std::max(range[r].lo, j0) - j0;
+        const int64_t e = std::min(range[r].hi, j0 + block - 1) - j0;
+        if (a > e) continue;
+        float* s = &w.scores[r * kKeyBlock];
+        float block_max = running_max[r];
+        for (int64_t j = a; j <= e; ++j) {
+          s[j] *= scale;
+          block_max = std::max(block_max, s[j]);
+        }
+        // Online softmax: rescale what was accumulated under the old maximum.
+        float* acc = &w.acc[r * d];
+        if (block_max != running_max[r]) {
+          const float correction = std::exp(running_max[r] - block_max);
+          running_sum[r] *= correction;
+          for (int64_t c = 0; c < d; ++c) acc[c] *= correction;
+          running_max[r] = block_max;
+        }
+        for (int64_t j = a; j <= e; ++j) {
+          const float weight = std::exp(s[j] - block_max);
+          running_sum[r] += weight;
+          const float* value = &w.values[(j0 - key_lo + j) * d];
+          for (int64_t c = 0; c < d; ++c) acc[c] += weight * value[c];
+        }
+      }
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t i = i0 + r;
+      float* acc = &w.acc[r * d];
+      // A row that sees no key: output 0, LSE -inf.
+      const bool empty = running_sum[r] == 0.0f;
+      const float inv_sum = empty ? 0.0f : 1.0f / running_sum[r];
+      for (int64_t c = 0; c < d; ++c) acc[c] *= inv_sum;
+      FromFloat(acc, d, dtype,
+                out_base + Offset(args.out_strides, p.varlen, b, seq.q_token0 + i, h) * elem);
+      if (p.return_lse) {
+        const float lse = empty ? kNegInf : running_max[r] + std::log(running_sum[r]);
+        const int64_t index = p.varlen ? h * p.total_q + seq.q_token0 + i
+                                       : (b * p.heads_q + h) * p.seqlen_q + i;
+        args.lse[index] = lse;
+      }
+    }
   }
+}
+
+// The float64 reference with an explicit scale.
+std::vector<double> NaiveF64(const AttentionProblem& p, double scale, const float* q,
+                             const float* k, const float* v, const int32_t* cu_q,
+                             const int32_t* cu_k, std::vector<double>* lse) {
+  const int64_t d = p.head_dim;
+  const int64_t group = p.heads_q / p.heads_kv;
+  const int64_t wl = p.window_left, wr = p.EffectiveWindowRight();
+  std::vector<double> out(p.QElements(), 0.0);
+  if (lse != nullptr) lse->assign(p.QTokens() * p.heads_q, -std::numeric_limits<double>::infinity());
+  std::vector<double> scores;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t q0 = p.varlen ? cu_q[b] : b * p.seqlen_q;
+    const int64_t k0 = p.varlen ? cu_k[b] : b * p.seqlen_k;
+    const int64_t sq = p.varlen ? cu_q[b + 1] - cu_q[b] : p.seqlen_q;
+    const int64_t sk = p.varlen ? cu_k[b + 1] - cu_k[b] : p.seqlen_k;
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      const int64_t h_kv = h / group;
+      for (int64_t i = 0; i < sq; ++i) {
+        const KeyRange range = VisibleKeys(i, sq, sk, wl, wr);
+        const int64_t lo = std::max<int64_t>(0, range.lo), hi = std::min(sk - 1, range.hi);
+        if (hi < lo) continue;  // sees nothing: 0 and -inf, as initialised
+        const float* query = &q[((q0 + i) * p.heads_q + h) * d];
+        scores.assign(hi - lo + 1, 0.0);
+        double max_score = -std::numeric_limits<double>::infinity();
+        for (int64_t j = lo; j <= hi; ++j) {
+          const float* key = &k[((k0 + j) * p.heads_kv + h_kv) * d];
+          double dot = 0.0;
+          for (int64_t c = 0; c < d; ++c) dot += static_cast<double>(query[c]) * key[c];
+          scores[j - lo] = dot * scale;
+          max_score = std::max(max_score, scores[j - lo]);
+        }
+        double sum = 0.0;
+        for (double& s : scores) {
+          s = std::exp(s - max_score);
+          sum += s;
+        }
+        double* o = &out[((q0 + i) * p.heads_q + h) * d];
+        for (int64_t j = lo; j <= hi; ++j) {
+          const double weight = scores[j - lo] / sum;
+          const float* value = &v[((k0 + j) * p.heads_kv + h_kv) * d];
+          for (int64_t c = 0; c < d; ++c) o[c] += weight * value[c];
+        }
+        if (lse != nullptr) {
+          const int64_t index = p.varlen ? h * p.total_q + q0 + i : (b * p.heads_q + h) * sq + i;
+          (*lse)[index] = max_score + std::log(sum);
+        }
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace
 
 void AttentionCpu(const AttentionArgs& args, int num_threads) {
-  const Shape& s = args.q.shape;
-  const float scale = args.ResolvedScale();
-  const int64_t row_tasks = (s.seq_len + kTaskRows - 1) / kTaskRows;
-  const int64_t tasks = s.batch * s.num_heads * row_tasks;
+  const AttentionProblem& p = args.problem;
+  const float scale = p.ResolvedScale();
+  // Varlen: seqlen_q is the longest sequence; shorter ones skip their extra tasks.
+  const int64_t row_tasks = (p.seqlen_q + kTaskRows - 1) / kTaskRows;
+  const int64_t tasks = p.batch * p.heads_q * row_tasks;
   if (num_threads <= 0) num_threads = static_cast<int>(std::thread::hardware_concurrency());
   num_threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(num_threads, tasks)));
 
   std::atomic<int64_t> next{0};
   auto worker = [&]() {
-    std::vector<float> keys, values;
+    Scratch scratch;
     for (int64_t t = next++; t < tasks; t = next++) {
       const int64_t row_task = t % row_tasks;
-      const int64_t h = (t / row_tasks) % s.num_heads;
-      const int64_t b = t / (row_tasks * s.num_heads);
-      const int64_t row0 = row_task * kTaskRows;
-      RunTask(args, scale, b, h, row0, std::min(kTaskRows, s.seq_len - row0), keys, values);
+      const int64_t h = (t / row_tasks) % p.heads_q;
+      const int64_t b = t / (row_tasks * p.heads_q);
+      RunTask(args, scale, b, h, row_task * kTaskRows, scratch);
     }
   };
   std::vector<std::thread> threads;
@@ -94,40 +258,18 @@ void AttentionCpu(const AttentionArgs& args, int num_threads) {
   for (std::thread& t : threads) t.join();
 }
 
+std::vector<double> AttentionNaiveF64(const AttentionProblem& problem, const float* q,
+                                      const float* k, const float* v,
+                                      const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_k,
+                                      std::vector<double>* lse) {
+  return NaiveF64(problem, problem.ResolvedScale(), q, k, v, cu_seqlens_q, cu_seqlens_k, lse);
+}
+
 std::vector<double> AttentionNaiveF64(const float* q, const float* k, const float* v,
                                       const Shape& s, double scale) {
-  const int64_t d = s.head_dim;
-  const int64_t stride = s.RowStride();
-  std::vector<double> out(s.NumElements());
-  std::vector<double> scores(s.seq_len);
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t h = 0; h < s.num_heads; ++h) {
-      const int64_t base = b * s.seq_len * stride + h * d;
-      for (int64_t i = 0; i < s.seq_len; ++i) {
-        double max_score = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < s.seq_len; ++j) {
-          double dot = 0.0;
-          for (int64_t c = 0; c < d; ++c) {
-            dot += static_cast<double>(q[base + i * stride + c]) * k[base + j * stride + c];
-          }
-          scores[j] = dot * scale;
-          max_score = std::max(max_score, scores[j]);
-        }
-        double sum = 0.0;
-        for (int64_t j = 0; j < s.seq_len; ++j) {
-          scores[j] = std::exp(scores[j] - max_score);
-          sum += scores[j];
-        }
-        double* o = &out[base + i * stride];
-        for (int64_t c = 0; c < d; ++c) o[c] = 0.0;
-        for (int64_t j = 0; j < s.seq_len; ++j) {
-          const double p = scores[j] / sum;
-          for (int64_t c = 0; c < d; ++c) o[c] += p * v[base + j * stride + c];
-        }
-      }
-    }
-  }
-  return out;
+  const AttentionProblem p =
+      AttentionProblem::SelfAttention(s.batch, s.seq_len, s.num_heads, s.head_dim);
+  return NaiveF64(p, scale, q, k, v, nullptr, nullptr, nullptr);
 }
 
 }  // namespace attn

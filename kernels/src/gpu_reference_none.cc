@@ -3,7 +3,7 @@
 
 namespace attn {
 
-absl::Status AttentionGpuReference(const AttentionArgs&, float*, CUstream_st*) {
+absl::Status AttentionGpuReference(const AttentionArgs&, float*, CUstream_st*, float*) {
   return absl::FailedPreconditionError("AttentionGpuReference needs a CUDA build");
 }
 

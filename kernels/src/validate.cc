@@ -1,10 +1,19 @@
-// ValidateArgs: every rule a kernel relies on, checked on the host before
-// anything runs. Messages name the field and the rule it broke.
+// ValidateArgs, ValidateProblem, ValidateCuSeqlens: every rule a kernel
+// relies on, checked on the host before anything runs, in one place. Messages
+// name the field and the rule it broke.
+#include "attn/validate.h"
+
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "attn/attention.h"
 
 namespace attn {
@@ -14,72 +23,311 @@ namespace {
 constexpr int64_t kMaxGridYZ = 65535;
 // Any single dimension; keeps every element count and byte offset in int64.
 constexpr int64_t kMaxDim = int64_t{1} << 31;
+// Elements of any one tensor (Q/O or K/V).
 constexpr int64_t kMaxElements = int64_t{1} << 40;
+// The furthest element a strided tensor may reach (int64 offsets, in bytes too).
+constexpr int64_t kMaxReach = int64_t{1} << 60;
+// cu_seqlens are int32.
+constexpr int64_t kMaxTotal = std::numeric_limits<int32_t>::max();
+// GPU kernels load 16-byte chunks: pointers 16-byte aligned, strides whole chunks.
+constexpr int64_t kGpuAlignBytes = 16;
+constexpr int64_t kGpuStrideMultiple = 8;  // 16-bit elements per 16-byte chunk
 
-absl::Status CheckTensor(const char* name, const ConstTensorView& t, const ConstTensorView& q,
-                         bool gpu) {
-  if (t.data == nullptr) return absl::InvalidArgumentError(absl::StrCat(name, ".data is null"));
-  if (gpu && reinterpret_cast<uintptr_t>(t.data) % 16 != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ".data must be 16-byte aligned for GPU kernels"));
+absl::Status Invalid(std::string message) {
+  return absl::InvalidArgumentError(std::move(message));
+}
+
+// True when the product of `factors` (each >= 1) exceeds `limit`.
+bool ProductExceeds(std::initializer_list<int64_t> factors, int64_t limit) {
+  int64_t product = 1;
+  for (int64_t f : factors) {
+    if (f > limit / product) return true;
+    product *= f;
   }
-  if (t.dtype != q.dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ".dtype (", DTypeName(t.dtype),
-                                                   ") differs from q.dtype (",
-                                                   DTypeName(q.dtype), ")"));
+  return product > limit;
+}
+
+// "seqlen_q" or "seqlen_k", "total_q" or "total_k" for a cu_seqlens field name.
+std::string Suffixed(const char* stem, const char* field) {
+  const std::string f(field);
+  return absl::StrCat(stem, f.size() >= 2 && f.compare(f.size() - 2, 2, "_k") == 0 ? "_k" : "_q");
+}
+
+absl::Status CheckPointer(const char* name, const void* p, int64_t align, const char* why) {
+  if (p == nullptr) return Invalid(absl::StrCat(name, " is null"));
+  if (reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(align) != 0) {
+    return Invalid(absl::StrFormat("%s (%p) must be %d-byte aligned%s", name, p, align, why));
   }
-  if (t.shape != q.shape) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ".shape ", t.shape.ToString(),
-                                                   " differs from q.shape ",
-                                                   q.shape.ToString()));
+  return absl::OkStatus();
+}
+
+// One [batch, seq, heads, head_dim] tensor's strides. A stride over a
+// dimension of size 1 is never used, so it is not checked.
+struct StridedDim {
+  const char* name;
+  int64_t stride;
+  int64_t size;
+};
+
+// `seq_len` is the tensor's sequence length, `tokens` the rows its row
+// stride steps over (seq_len, or the varlen total).
+absl::Status CheckStrides(const char* name, const TensorStrides& s, int64_t seq_len,
+                          int64_t tokens, int64_t heads, const AttentionProblem& p,
+                          const KernelInfo& kernel, bool is_output) {
+  const bool gpu = kernel.backend == Backend::kCuda;
+  const int64_t batch = p.varlen ? 1 : p.batch;  // varlen: no batch stride
+  const std::array<StridedDim, 3> dims = {{{"batch", s.batch, batch},
+                                           {"row", s.row, tokens},
+                                           {"head", s.head, heads}}};
+  const TensorStrides dense = ContiguousStrides(seq_len, heads, p.head_dim);
+  const std::array<int64_t, 3> dense_values = {dense.batch, dense.row, dense.head};
+  bool contiguous = true;
+  int64_t reach = p.head_dim;  // elements from the first to one past the last
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const StridedDim& d = dims[i];
+    if (d.size <= 1) continue;
+    if (d.stride < 0 || d.stride > kMaxReach) {
+      return Invalid(absl::StrFormat("%s.%s is %d; strides must be between 0 and 2^60", name,
+                                     d.name, d.stride));
+    }
+    if (gpu && d.stride % kGpuStrideMultiple != 0) {
+      return Invalid(absl::StrFormat(
+          "%s.%s is %d; GPU kernels load 16-byte chunks, so strides must be multiples of %d "
+          "elements",
+          name, d.name, d.stride, kGpuStrideMultiple));
+    }
+    if (d.stride != dense_values[i]) contiguous = false;
+    if (d.stride != 0 && d.size - 1 > (kMaxReach - reach) / d.stride) {
+      return Invalid(absl::StrFormat("%s reach past element 2^60 (%s stride %d over %d)", name,
+                                     d.name, d.stride, d.size));
+    }
+    reach += d.stride * (d.size - 1);
+  }
+  if (!contiguous && !kernel.caps.strided) {
+    return Invalid(absl::StrFormat(
+        "%s (batch %d, row %d, head %d) are not contiguous (batch %d, row %d, head %d); "
+        "kernel '%s' takes only contiguous tensors",
+        name, s.batch, s.row, s.head, dense.batch, dense.row, dense.head, kernel.name));
+  }
+  if (is_output) {
+    // No two output elements may share an address: ordered by stride, each
+    // dimension must step past everything the smaller ones span.
+    std::array<StridedDim, 4> sorted = {
+        {{"head_dim", 1, p.head_dim}, dims[0], dims[1], dims[2]}};
+    std::sort(sorted.begin(), sorted.end(),
+              [](const StridedDim& a, const StridedDim& b) { return a.stride < b.stride; });
+    int64_t span = 0;  // furthest offset reached by the smaller dimensions
+    for (const StridedDim& d : sorted) {
+      if (d.size <= 1) continue;
+      if (d.stride <= span) {
+        return Invalid(absl::StrFormat(
+            "%s (batch %d, row %d, head %d) make output elements overlap (%s stride %d within "
+            "the %d elements the smaller strides span)",
+            name, s.batch, s.row, s.head, d.name, d.stride, span + 1));
+      }
+      span += d.stride * (d.size - 1);
+    }
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status ValidateArgs(const AttentionArgs& args, const KernelInfo& kernel) {
+absl::Status ValidateProblem(const AttentionProblem& p, const KernelInfo& kernel) {
   const bool gpu = kernel.backend == Backend::kCuda;
-  const Shape& s = args.q.shape;
-  for (const Shape::NamedDim& dim : s.NamedDims()) {
+  const KernelCapabilities& caps = kernel.caps;
+  const struct {
+    const char* name;
+    int64_t value;
+  } dims[] = {{"batch", p.batch},     {"seqlen_q", p.seqlen_q}, {"seqlen_k", p.seqlen_k},
+              {"heads_q", p.heads_q}, {"heads_kv", p.heads_kv}, {"head_dim", p.head_dim}};
+  for (const auto& dim : dims) {
     if (dim.value < 1 || dim.value > kMaxDim) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "shape.%s is %d; it must be between 1 and %d", dim.name, dim.value, kMaxDim));
+      return Invalid(absl::StrFormat("%s is %d; it must be between 1 and %d", dim.name,
+                                     dim.value, kMaxDim));
     }
   }
-  if (s.batch * s.seq_len > kMaxElements / (s.num_heads * s.head_dim)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "shape %s has more than %d elements", s.ToString(), kMaxElements));
+  if (p.heads_q % p.heads_kv != 0) {
+    return Invalid(absl::StrFormat("heads_q (%d) must be a multiple of heads_kv (%d)", p.heads_q,
+                                   p.heads_kv));
   }
-  if (absl::Status st = CheckTensor("q", args.q, args.q, gpu); !st.ok()) return st;
-  if (absl::Status st = CheckTensor("k", args.k, args.q, gpu); !st.ok()) return st;
-  if (absl::Status st = CheckTensor("v", args.v, args.q, gpu); !st.ok()) return st;
-  if (absl::Status st = CheckTensor("out", args.out, args.q, gpu); !st.ok()) return st;
+  if (p.varlen) {
+    for (const auto& total : {std::make_pair("total_q", p.total_q),
+                              std::make_pair("total_k", p.total_k)}) {
+      if (total.second < 1 || total.second > kMaxTotal) {
+        return Invalid(absl::StrFormat(
+            "%s is %d; with varlen it must be between 1 and %d (cu_seqlens are int32)",
+            total.first, total.second, kMaxTotal));
+      }
+    }
+  }
+  const int64_t q_tokens = p.QTokens();
+  const int64_t kv_tokens = p.KVTokens();
+  if (ProductExceeds({q_tokens, p.heads_q, p.head_dim}, kMaxElements) ||
+      ProductExceeds({kv_tokens, p.heads_kv, p.head_dim}, kMaxElements)) {
+    return Invalid(absl::StrFormat("problem %s has a tensor of more than %d elements",
+                                   p.ToString(), kMaxElements));
+  }
+  if (!std::isfinite(p.softmax_scale) || p.softmax_scale < 0.0f) {
+    return Invalid(absl::StrFormat(
+        "softmax_scale is %g; it must be finite and >= 0 (0 means 1/sqrt(head_dim))",
+        p.softmax_scale));
+  }
+  for (const auto& w : {std::make_pair("window_left", p.window_left),
+                        std::make_pair("window_right", p.window_right)}) {
+    if (w.second < -1) {
+      return Invalid(
+          absl::StrFormat("%s is %d; it must be >= -1 (-1: unbounded)", w.first, w.second));
+    }
+  }
 
-  if (kernel.head_dim != 0 && s.head_dim != kernel.head_dim) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "shape.head_dim is %d; kernel '%s' supports only head_dim %d", s.head_dim,
-        kernel.name, kernel.head_dim));
+  // What the kernel can do.
+  if (!caps.head_dims.empty()) {
+    if (std::find(caps.head_dims.begin(), caps.head_dims.end(), p.head_dim) ==
+        caps.head_dims.end()) {
+      return Invalid(absl::StrFormat("head_dim is %d; kernel '%s' supports %s", p.head_dim,
+                                     kernel.name, absl::StrJoin(caps.head_dims, ", ")));
+    }
+  } else if (p.head_dim > kMaxCpuHeadDim) {
+    return Invalid(absl::StrFormat("head_dim is %d; kernel '%s' supports head_dim up to %d",
+                                   p.head_dim, kernel.name, kMaxCpuHeadDim));
   }
-  if (kernel.head_dim == 0 && s.head_dim > kMaxCpuHeadDim) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "shape.head_dim is %d; kernel '%s' supports head_dim up to %d", s.head_dim,
-        kernel.name, kMaxCpuHeadDim));
+  if (p.causal && !caps.causal) {
+    return Invalid(absl::StrFormat("causal is set; kernel '%s' has no causal mask", kernel.name));
   }
-  if (s.seq_len % kernel.seq_multiple != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "shape.seq_len is %d; kernel '%s' needs a multiple of %d (its block size)", s.seq_len,
-        kernel.name, kernel.seq_multiple));
+  if (!caps.window) {
+    for (const auto& w : {std::make_pair("window_left", p.window_left),
+                          std::make_pair("window_right", p.window_right)}) {
+      if (w.second >= 0) {
+        return Invalid(absl::StrFormat("%s is %d; kernel '%s' has no sliding window", w.first,
+                                       w.second, kernel.name));
+      }
+    }
   }
-  if (gpu && (s.batch > kMaxGridYZ || s.num_heads > kMaxGridYZ)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "shape.batch (%d) and shape.num_heads (%d) must each be at most %d on GPU kernels",
-        s.batch, s.num_heads, kMaxGridYZ));
+  if (p.heads_kv != p.heads_q && !caps.gqa) {
+    return Invalid(absl::StrFormat(
+        "heads_kv (%d) differs from heads_q (%d); kernel '%s' has no grouped-query attention",
+        p.heads_kv, p.heads_q, kernel.name));
   }
-  if (!std::isfinite(args.softmax_scale) || args.softmax_scale < 0.0f) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "softmax_scale is %g; it must be finite and > 0 (or 0 for 1/sqrt(head_dim))",
-        args.softmax_scale));
+  if (p.seqlen_q != p.seqlen_k && !caps.seqlen_q_ne_k) {
+    return Invalid(absl::StrFormat(
+        "seqlen_q (%d) differs from seqlen_k (%d); kernel '%s' needs equal lengths", p.seqlen_q,
+        p.seqlen_k, kernel.name));
+  }
+  if (p.return_lse && !caps.lse) {
+    return Invalid(
+        absl::StrFormat("return_lse is set; kernel '%s' has no LSE output", kernel.name));
+  }
+  if (p.varlen && !caps.varlen) {
+    return Invalid(absl::StrFormat(
+        "varlen is set; kernel '%s' has no packed sequences (cu_seqlens)", kernel.name));
+  }
+  if (caps.seq_multiple > 1) {
+    for (const auto& len : {std::make_pair("seqlen_q", p.seqlen_q),
+                            std::make_pair("seqlen_k", p.seqlen_k)}) {
+      if (len.second % caps.seq_multiple != 0) {
+        return Invalid(absl::StrFormat("%s is %d; kernel '%s' needs a multiple of %d",
+                                       len.first, len.second, kernel.name, caps.seq_multiple));
+      }
+    }
+  }
+  if (gpu && (p.batch > kMaxGridYZ || p.heads_q > kMaxGridYZ)) {
+    return Invalid(absl::StrFormat(
+        "batch (%d) and heads_q (%d) must each be at most %d on GPU kernels", p.batch,
+        p.heads_q, kMaxGridYZ));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateCuSeqlens(const int32_t* host, int64_t batch, int64_t total,
+                               int64_t max_len, const char* field) {
+  if (host == nullptr) return Invalid(absl::StrCat(field, " must be given with varlen"));
+  if (host[0] != 0) {
+    return Invalid(absl::StrFormat("%s[0] is %d; it must be 0", field, host[0]));
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t len = static_cast<int64_t>(host[b + 1]) - host[b];
+    if (len < 0) {
+      return Invalid(absl::StrFormat(
+          "%s[%d] (%d) is less than %s[%d] (%d); offsets must be non-decreasing", field, b + 1,
+          host[b + 1], field, b, host[b]));
+    }
+    if (len > max_len) {
+      return Invalid(absl::StrFormat(
+          "%s: sequence %d has %d tokens (%s[%d] - %s[%d]), more than %s (%d)", field, b, len,
+          field, b + 1, field, b, Suffixed("seqlen", field), max_len));
+    }
+  }
+  if (host[batch] != total) {
+    return Invalid(absl::StrFormat("%s[%d] (the last) is %d; it must equal %s (%d)", field,
+                                   batch, host[batch], Suffixed("total", field), total));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateArgs(const AttentionArgs& args, const KernelInfo& kernel) {
+  const AttentionProblem& p = args.problem;
+  if (absl::Status st = ValidateProblem(p, kernel); !st.ok()) return st;
+  const bool gpu = kernel.backend == Backend::kCuda;
+
+  if (args.dtype != DType::kFloat16 && args.dtype != DType::kBFloat16) {
+    return Invalid(absl::StrFormat("dtype is %d; it must be fp16 (%d) or bf16 (%d)",
+                                   static_cast<int>(args.dtype),
+                                   static_cast<int>(DType::kFloat16),
+                                   static_cast<int>(DType::kBFloat16)));
+  }
+  const int64_t align = gpu ? kGpuAlignBytes : static_cast<int64_t>(DTypeSize(args.dtype));
+  const char* why = gpu ? " for GPU kernels" : "";
+  for (const auto& t : {std::make_pair("q", args.q), std::make_pair("k", args.k),
+                        std::make_pair("v", args.v),
+                        std::make_pair("out", static_cast<const void*>(args.out))}) {
+    if (absl::Status st = CheckPointer(t.first, t.second, align, why); !st.ok()) return st;
+  }
+  if (p.return_lse) {
+    if (args.lse == nullptr) return Invalid("lse is null but return_lse is set");
+    if (absl::Status st = CheckPointer("lse", args.lse, 4, ""); !st.ok()) return st;
+  }
+  if (p.varlen) {
+    for (const auto& cu : {std::make_pair("cu_seqlens_q", args.cu_seqlens_q),
+                           std::make_pair("cu_seqlens_k", args.cu_seqlens_k)}) {
+      if (cu.second == nullptr) return Invalid(absl::StrCat(cu.first, " must be given with varlen"));
+      if (absl::Status st = CheckPointer(cu.first, cu.second, 4, ""); !st.ok()) return st;
+    }
+  }
+
+  const struct {
+    const char* name;
+    const TensorStrides& strides;
+    int64_t seq_len, tokens, heads;
+    bool is_output;
+  } tensors[] = {
+      {"q_strides", args.q_strides, p.seqlen_q, p.QTokens(), p.heads_q, false},
+      {"k_strides", args.k_strides, p.seqlen_k, p.KVTokens(), p.heads_kv, false},
+      {"v_strides", args.v_strides, p.seqlen_k, p.KVTokens(), p.heads_kv, false},
+      {"out_strides", args.out_strides, p.seqlen_q, p.QTokens(), p.heads_q, true},
+  };
+  for (const auto& t : tensors) {
+    // Non-varlen: the row stride steps over one sequence's tokens.
+    const int64_t tokens = p.varlen ? t.tokens : t.seq_len;
+    if (absl::Status st = CheckStrides(t.name, t.strides, t.seq_len, tokens, t.heads, p, kernel,
+                                       t.is_output);
+        !st.ok()) {
+      return st;
+    }
+  }
+
+  // Host offsets (the CPU kernel) can be read here; device ones cannot.
+  if (p.varlen && !gpu) {
+    if (absl::Status st =
+            ValidateCuSeqlens(args.cu_seqlens_q, p.batch, p.total_q, p.seqlen_q, "cu_seqlens_q");
+        !st.ok()) {
+      return st;
+    }
+    if (absl::Status st =
+            ValidateCuSeqlens(args.cu_seqlens_k, p.batch, p.total_k, p.seqlen_k, "cu_seqlens_k");
+        !st.ok()) {
+      return st;
+    }
   }
   return absl::OkStatus();
 }

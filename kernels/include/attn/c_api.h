@@ -5,7 +5,7 @@
  * on PyTorch tensors, in the same process as PyTorch's own attention.
  *
  * Tensors are contiguous [batch, seq_len, num_heads, head_dim] arrays of
- * 16-bit elements. GPU kernels take device pointers and run asynchronously
+ * 16-bit elements (attn_forward_ex: see there). GPU kernels take device pointers and run asynchronously
  * on `stream` (a cudaStream_t; NULL is the legacy default stream); the CPU
  * reference takes host pointers and runs synchronously.
  *
@@ -32,6 +32,55 @@ int attn_forward(const char* kernel, int dtype, const void* q, const void* k, co
                  void* out, int64_t batch, int64_t seq_len, int64_t num_heads,
                  int64_t head_dim, float softmax_scale, void* stream, char* error,
                  size_t error_size);
+
+/* The full problem of FlashAttention-2's flash_attn_func and
+ * flash_attn_varlen_func (attn/problem.h), on contiguous tensors:
+ *   q, out  [batch, seqlen_q, heads_q, head_dim]
+ *   k, v    [batch, seqlen_k, heads_kv, head_dim]
+ * or, with varlen (cu_seqlens_q and cu_seqlens_k not NULL), packed
+ *   q, out  [total_q, heads_q, head_dim],  k, v  [total_k, heads_kv, head_dim]
+ * where sequence b owns tokens cu_seqlens[b] .. cu_seqlens[b+1]-1 (batch + 1
+ * int32 offsets each, on the device for GPU kernels; seqlen_q / seqlen_k are
+ * then the longest lengths, and total_q / total_k are ignored without varlen).
+ *   heads_q a multiple of heads_kv (GQA; heads_kv = 1 is MQA);
+ *   causal != 0: mask aligned to the bottom right (key j visible to query i
+ *     iff j <= i + seqlen_k - seqlen_q);
+ *   window_left / window_right: sliding window around that diagonal, -1 for
+ *     unbounded (both -1: no window);
+ *   softmax_scale 0 means 1/sqrt(head_dim);
+ *   lse: NULL, or float32 [batch, heads_q, seqlen_q] (varlen [heads_q,
+ *     total_q]) receiving log(sum_j exp(scale * q·k_j)) per query row.
+ * A query row that sees no key gets output 0 and LSE -inf. Which kernels
+ * take which features: attn_kernel_caps. */
+int attn_forward_ex(const char* kernel, int dtype, const void* q, const void* k, const void* v,
+                    void* out, float* lse, const int32_t* cu_seqlens_q,
+                    const int32_t* cu_seqlens_k, int64_t batch, int64_t seqlen_q,
+                    int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int64_t head_dim,
+                    int causal, int64_t window_left, int64_t window_right,
+                    float softmax_scale, int64_t total_q, int64_t total_k, void* stream,
+                    char* error, size_t error_size);
+
+/* What a kernel accepts (attn::KernelCapabilities). Flags are 0 or 1. */
+typedef struct {
+  int backend;                /* 0 CPU, 1 CUDA */
+  int ladder_step;            /* 1..16 on the FA2 ladder; 0 for the CPU reference and flash_fwd */
+  int num_head_dims;          /* entries of head_dims; 0: any head_dim up to max_head_dim */
+  int head_dims[16];
+  int max_head_dim;
+  int seq_multiple;           /* seqlen_q and seqlen_k must be multiples of this */
+  int causal;
+  int window;
+  int gqa;                    /* heads_kv < heads_q */
+  int seqlen_q_ne_k;          /* seqlen_q != seqlen_k */
+  int lse;
+  int varlen;
+  int strided;                /* non-contiguous strides (C++ API only) */
+  int min_compute_capability; /* e.g. 80; 0 for the CPU */
+} attn_kernel_caps_t;
+
+/* Fills `caps` for kernel `kernel`; 0, or 5 (NOT_FOUND) for an unknown name,
+ * 3 for NULL arguments. */
+int attn_kernel_caps(const char* kernel, attn_kernel_caps_t* caps);
 
 /* Writes the kernel names, one per line ("\n"-separated, NUL-terminated),
  * into `buffer` if it holds `size` bytes; returns the bytes needed including

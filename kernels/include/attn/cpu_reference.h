@@ -4,22 +4,41 @@
 #ifndef ATTN_CPU_REFERENCE_H_
 #define ATTN_CPU_REFERENCE_H_
 
+#include <cstdint>
 #include <vector>
 
-#include "absl/status/status.h"
+#include "attn/problem.h"
 #include "attn/tensor.h"
 
 namespace attn {
 
-// softmax(q·kᵀ·scale)·v over host tensors in 16-bit storage, with float
-// accumulation. Tiled over query and key blocks with an online softmax (the
-// FlashAttention recurrence), so memory stays O(block) per thread; work is
-// split over `num_threads` threads (0 = hardware concurrency). Assumes
-// ValidateArgs passed for the CPU kernel.
+// The "cpu_reference" kernel: every feature of attn/problem.h (strides,
+// GQA/MQA, causal, sliding window, seqlen_q != seqlen_k, varlen, LSE; a row
+// that sees no key gets 0 and LSE -inf) over host tensors in 16-bit storage,
+// with float accumulation. Tiled over query rows and key blocks with an online
+// softmax (the FlashAttention recurrence), so memory stays O(keys · head_dim)
+// per thread; work is split over `num_threads` threads (0 = hardware
+// concurrency). The result does not depend on the thread count. Assumes
+// ValidateArgs passed for the CPU kernel (host pointers, cu_seqlens checked).
 void AttentionCpu(const AttentionArgs& args, int num_threads = 0);
 
-// Naive float64 attention on float inputs laid out [B, S, H, D]: the ground
-// truth for tests. Returns the output in the same layout.
+// Naive float64 attention, the ground truth for tests: `problem` over dense
+// contiguous float inputs, q [batch, seqlen_q, heads_q, head_dim], k and v
+// [batch, seqlen_k, heads_kv, head_dim] (varlen: [total, heads, head_dim],
+// split by the host offsets cu_seqlens_q / cu_seqlens_k, which are ignored
+// otherwise). The scale is problem.ResolvedScale(). Returns the output in q's
+// layout. If `lse` is not null it receives the log-sum-exp of every query
+// row in the problem's LSE layout ([batch, heads_q, seqlen_q]; varlen
+// [heads_q, total_q]) whether or not problem.return_lse is set. A row that
+// sees no key gets output 0 and LSE -inf.
+std::vector<double> AttentionNaiveF64(const AttentionProblem& problem, const float* q,
+                                      const float* k, const float* v,
+                                      const int32_t* cu_seqlens_q = nullptr,
+                                      const int32_t* cu_seqlens_k = nullptr,
+                                      std::vector<double>* lse = nullptr);
+
+// Non-causal self-attention on dense [B, S, H, D] float inputs with an
+// explicit scale (the seed's problem; clients' --check uses it).
 std::vector<double> AttentionNaiveF64(const float* q, const float* k, const float* v,
                                       const Shape& shape, double scale);
 
