@@ -14,7 +14,7 @@ namespace {
 
 namespace pb = ::attnserve::v1;
 
-constexpr const char* kInputNames[3] = {"q", "k", "v"};
+constexpr InputTensor kInputs[3] = {InputTensor::kQ, InputTensor::kK, InputTensor::kV};
 constexpr absl::string_view kRpc = "AttendStream";
 
 }  // namespace
@@ -80,21 +80,24 @@ absl::Status AttendStreamReactor::OnHeader(const pb::AttendRequest& header) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "header.%s has %d bytes; AttendStream carries tensors in chunks only (leave "
           "header.q, header.k and header.v empty)",
-          kInputNames[i], inline_tensors[i]->size()));
+          InputName(kInputs[i]), inline_tensors[i]->size()));
     }
   }
-  const int64_t tensor_bytes = spec->TensorBytes();
+  const int64_t input_bytes = spec->InputBytes();
+  const int64_t output_bytes = spec->OutputBytes();
   ByteBudget& budget = runtime_->stream_budget();
-  if (!budget.TryReserve(4 * tensor_bytes)) {
+  if (!budget.TryReserve(input_bytes + output_bytes)) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "AttendStream needs %d bytes of buffers (q, k, v and the output of shape %s); %d of "
+        "AttendStream needs %d bytes of buffers (q, k, v and the outputs of problem %s); %d of "
         "%d are held by other calls (--max_stream_buffer_bytes); retry later",
-        4 * tensor_bytes, spec->shape.ToString(), budget.used(), budget.limit()));
+        input_bytes + output_bytes, spec->problem.ToString(), budget.used(), budget.limit()));
   }
-  input_reserved_ = 3 * tensor_bytes;
-  output_reserved_ = tensor_bytes;
+  input_reserved_ = input_bytes;
+  output_reserved_ = output_bytes;
   // Capacity only: chunks append in order, so nothing is zero-filled.
-  for (std::string& input : inputs_) input.reserve(static_cast<size_t>(tensor_bytes));
+  for (int i = 0; i < 3; ++i) {
+    inputs_[i].reserve(static_cast<size_t>(InputBytes(*spec, kInputs[i])));
+  }
   spec_ = *std::move(spec);
   header_decoded_ = absl::Now();
   times_.decode_ns = ToNanos(header_decoded_ - arrival_);
@@ -120,9 +123,9 @@ absl::Status AttendStreamReactor::OnChunk(const pb::TensorChunk& chunk) {
                                                  : absl::StrFormat("%d", chunk.tensor())));
   }
   std::string& input = inputs_[index];
-  const char* name = kInputNames[index];
+  const char* name = InputName(kInputs[index]);
   const int64_t received = static_cast<int64_t>(input.size());
-  const int64_t needed = spec_->TensorBytes();
+  const int64_t needed = InputBytes(*spec_, kInputs[index]);
   if (chunk.offset() != received) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "chunk.offset is %d for %s; expected %d (the bytes of %s received so far): a "
@@ -133,7 +136,8 @@ absl::Status AttendStreamReactor::OnChunk(const pb::TensorChunk& chunk) {
   if (size > needed - received) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "chunk of %s at offset %d has %d bytes, past the end of %s: shape %s in %s needs %d", name,
-        chunk.offset(), size, name, spec_->shape.ToString(), DTypeName(spec_->dtype), needed));
+        chunk.offset(), size, name, InputShapeText(*spec_, kInputs[index]), DTypeName(spec_->dtype),
+        needed));
   }
   input.append(chunk.data());
   return absl::OkStatus();
@@ -147,11 +151,12 @@ void AttendStreamReactor::OnInputComplete() {
   }
   for (int i = 0; i < 3; ++i) {
     const int64_t received = static_cast<int64_t>(inputs_[i].size());
-    if (received != spec_->TensorBytes()) {
-      Fail(absl::InvalidArgumentError(
-               absl::StrFormat("AttendStream ended with %d of the %d bytes of %s (shape %s in %s)",
-                               received, spec_->TensorBytes(), kInputNames[i],
-                               spec_->shape.ToString(), DTypeName(spec_->dtype))),
+    const int64_t needed = InputBytes(*spec_, kInputs[i]);
+    if (received != needed) {
+      Fail(absl::InvalidArgumentError(absl::StrFormat(
+               "AttendStream ended with %d of the %d bytes of %s (shape %s in %s)", received,
+               needed, InputName(kInputs[i]), InputShapeText(*spec_, kInputs[i]),
+               DTypeName(spec_->dtype))),
            FailureKind::kOther);
       return;
     }
@@ -164,6 +169,7 @@ void AttendStreamReactor::OnInputComplete() {
   job->k = inputs_[1];
   job->v = inputs_[2];
   job->out = &out_;
+  if (spec_->problem.return_lse) job->lse = &lse_;
   job->arrival = arrival_;
   job->deadline = absl::FromChrono(context_->deadline());
   job->cancelled = &cancelled_;
@@ -192,6 +198,7 @@ void AttendStreamReactor::OnJobDone(std::unique_ptr<Job> job, absl::Status statu
   EncodeResponseHeader(*spec_, times_, runtime_->backend_name(), device_,
                        response_.mutable_header());
   out_sent_ = 0;
+  lse_sent_ = 0;
   StartWrite(&response_);
 }
 
@@ -205,14 +212,19 @@ void AttendStreamReactor::OnWriteDone(bool ok) {
 }
 
 void AttendStreamReactor::WriteNextChunk() {
-  const int64_t total = static_cast<int64_t>(out_.size());
-  const int64_t size = std::min(runtime_->options().stream_chunk_bytes, total - out_sent_);
+  // The output's chunks, then (with return_lse) the LSE's.
+  const bool out_left = out_sent_ < static_cast<int64_t>(out_.size());
+  const std::string& data = out_left ? out_ : lse_;
+  int64_t& sent = out_left ? out_sent_ : lse_sent_;
+  const int64_t size =
+      std::min(runtime_->options().stream_chunk_bytes, static_cast<int64_t>(data.size()) - sent);
   pb::TensorChunk* chunk = response_.mutable_chunk();
-  chunk->set_tensor(pb::TENSOR_OUT);
-  chunk->set_offset(out_sent_);
-  chunk->set_data(out_.data() + out_sent_, static_cast<size_t>(size));
-  out_sent_ += size;
-  if (out_sent_ < total) {
+  chunk->set_tensor(out_left ? pb::TENSOR_OUT : pb::TENSOR_LSE);
+  chunk->set_offset(sent);
+  chunk->set_data(data.data() + sent, static_cast<size_t>(size));
+  sent += size;
+  if (out_sent_ < static_cast<int64_t>(out_.size()) ||
+      lse_sent_ < static_cast<int64_t>(lse_.size())) {
     StartWrite(&response_);
     return;
   }

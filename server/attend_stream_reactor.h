@@ -2,12 +2,13 @@
 //
 // AttendStreamReactor: one AttendStream call (see the proto for the
 // protocol). It checks the header as soon as it arrives, reserves the call's
-// buffers (q, k, v and the output) from the server's stream budget, and
-// checks every chunk as it arrives: in order per tensor, never past the
-// tensor's size. So a call never holds more than its shape needs, and all
-// calls together never more than --max_stream_buffer_bytes. When the client
-// half-closes with q, k and v complete, the job goes to the scheduler; the
-// output goes back as a header and in-order chunks.
+// buffers (q, k and v at their own sizes, the output and the LSE) from the
+// server's stream budget, and checks every chunk as it arrives: in order per
+// tensor, never past the tensor's size. So a call never holds more than its
+// problem needs, and all calls together never more than
+// --max_stream_buffer_bytes. When the client half-closes with q, k and v
+// complete, the job goes to the scheduler; the output goes back as a header
+// and in-order chunks (TENSOR_OUT, then TENSOR_LSE with return_lse).
 //
 // Reactions only copy bytes and start the next read or write; they never
 // block. The reactor deletes itself when gRPC calls OnDone.
@@ -65,9 +66,11 @@ class AttendStreamReactor final
   std::optional<RequestSpec> spec_;  // set once the header passed
   std::string inputs_[3];            // q, k, v as received so far
   std::string out_;
+  std::string lse_;              // with return_lse
   int64_t input_reserved_ = 0;   // stream budget held for inputs_
-  int64_t output_reserved_ = 0;  // and for out_
+  int64_t output_reserved_ = 0;  // and for out_ and lse_
   int64_t out_sent_ = 0;
+  int64_t lse_sent_ = 0;
   PhaseTimes times_;
   std::string device_;
   std::atomic<bool> cancelled_{false};

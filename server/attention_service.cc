@@ -56,6 +56,7 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
     job->k = request_->k();
     job->v = request_->v();
     job->out = response_->mutable_out();
+    if (job->spec.problem.return_lse) job->lse = response_->mutable_lse();
     job->arrival = arrival_;
     job->deadline = absl::FromChrono(context_->deadline());
     job->cancelled = &cancelled_;

@@ -65,7 +65,10 @@ absl::StatusOr<BackendSetup> CreateCudaBackend(const ServerOptions& options, std
   cuda.devices = setup.devices;
   cuda.streams_per_device = options.streams_per_device;
   cuda.max_tensor_bytes = options.limits.MaxTensorBytes();
-  cuda.warmup_kernel = setup.catalog.default_kernel();
+  // LSE elements are Q's elements / head_dim, and the codec counts each
+  // varlen sequence as at least one token: both fit max_tokens / head_dim.
+  cuda.max_rows = options.limits.max_tokens_per_request / setup.catalog.MinHeadDim();
+  cuda.warmup_kernel = &setup.catalog.default_kernel();
   ASSIGN_OR_RETURN(setup.executors, CreateCudaExecutors(cuda));
   setup.choice_reason = std::move(reason);
   return setup;

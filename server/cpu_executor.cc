@@ -17,22 +17,26 @@ CpuExecutor::CpuExecutor(int threads)
 
 absl::Status CpuExecutor::Run(Job& job) {
   const RequestSpec& spec = job.spec;
-  if (spec.kernel.backend != Backend::kCpu) {
-    return absl::InternalError(
-        absl::StrCat("CpuExecutor given kernel '", spec.kernel.name, "' of another backend"));
+  if (spec.kernel == nullptr || spec.kernel_info().backend != Backend::kCpu) {
+    return absl::InternalError(absl::StrCat(
+        "CpuExecutor given kernel '", spec.kernel == nullptr ? "(none)" : spec.kernel_info().name,
+        "' of another backend"));
   }
-  job.out->resize(static_cast<size_t>(spec.TensorBytes()));
-  AttentionArgs args;
-  args.q = {job.q.data(), spec.dtype, spec.shape};
-  args.k = {job.k.data(), spec.dtype, spec.shape};
-  args.v = {job.v.data(), spec.dtype, spec.shape};
-  args.out = {job.out->data(), spec.dtype, spec.shape};
-  args.softmax_scale = spec.softmax_scale;
-  // The front end checked the request; this guards the kernel's own rules.
-  if (absl::Status valid = ValidateArgs(args, spec.kernel); !valid.ok()) return valid;
+  job.out->resize(static_cast<size_t>(spec.QBytes()));
+  float* lse = nullptr;
+  if (spec.problem.return_lse) {
+    if (job.lse == nullptr) return absl::InternalError("return_lse is set but the job has no lse");
+    // float32 in host (little-endian) order, as the wire wants it.
+    job.lse->resize(static_cast<size_t>(spec.LseBytes()));
+    lse = reinterpret_cast<float*>(job.lse->data());
+  }
+  const AttentionArgs args = spec.Args(job.q.data(), job.k.data(), job.v.data(), job.out->data(), lse);
+  // The front end checked the problem; this checks the arguments (host
+  // pointers, the host cu_seqlens) by the kernel's own rules.
+  if (absl::Status valid = ValidateArgs(args, spec.kernel_info()); !valid.ok()) return valid;
 
   const absl::Time start = absl::Now();
-  AttentionCpu(args, threads_);
+  AttentionCpu(args, threads_);  // the CPU kernel, with this executor's thread count
   job.times.kernel_ns = ToNanos(absl::Now() - start);
   job.device = name_;
   return absl::OkStatus();

@@ -17,9 +17,9 @@
 namespace attn::server {
 namespace {
 
-// Every bit set: NaN in both fp16 and bf16. The output buffer is filled with
-// it before each kernel, so an element a kernel fails to write comes back as
-// NaN instead of the previous request's value.
+// Every bit set: NaN in fp16, bf16 and float32. O and the LSE are filled
+// with it before each kernel, so an element a kernel fails to write comes
+// back as NaN instead of the previous request's value.
 constexpr int kPoisonByte = 0xff;
 
 int64_t EventNanos(cudaEvent_t from, cudaEvent_t to, int device, absl::Status* status) {
@@ -31,26 +31,47 @@ int64_t EventNanos(cudaEvent_t from, cudaEvent_t to, int device, absl::Status* s
   return static_cast<int64_t>(static_cast<double>(ms) * 1e6);
 }
 
+// Bytes of every buffer one executor holds, from the request bounds.
+struct BufferSizes {
+  int64_t tensor = 0;  // each of Q, K, V, O
+  int64_t lse = 0;     // float32 rows
+  int64_t cu = 0;      // each of cu_seqlens_q and cu_seqlens_k (int32)
+
+  static BufferSizes For(int64_t max_tensor_bytes, int64_t max_rows) {
+    BufferSizes b;
+    b.tensor = max_tensor_bytes;
+    b.lse = max_rows * static_cast<int64_t>(sizeof(float));
+    b.cu = (max_rows + 1) * static_cast<int64_t>(sizeof(int32_t));
+    return b;
+  }
+  int64_t Device() const { return 4 * tensor + lse + 2 * cu; }
+  int64_t PinnedIn() const { return 3 * tensor + 2 * cu; }  // q, k, v, cu_q, cu_k
+  int64_t PinnedOut() const { return tensor + lse; }        // o, lse
+};
+
 // One stream of one device with everything a request needs, allocated once.
 class CudaExecutor : public Executor {
  public:
   static absl::StatusOr<std::unique_ptr<CudaExecutor>> Create(const DeviceInfo& device,
                                                               int stream_index,
-                                                              int64_t max_tensor_bytes) {
+                                                              const BufferSizes& sizes) {
     const int ordinal = device.ordinal;
     CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal), ordinal);
-    std::unique_ptr<CudaExecutor> e(new CudaExecutor(device, stream_index, max_tensor_bytes));
-    const size_t bytes = static_cast<size_t>(max_tensor_bytes);
+    std::unique_ptr<CudaExecutor> e(new CudaExecutor(device, stream_index, sizes));
     ASSIGN_OR_RETURN(e->stream_, CreateStream(ordinal));
     ASSIGN_OR_RETURN(e->start_, CreateEvent(ordinal, false));
     ASSIGN_OR_RETURN(e->h2d_done_, CreateEvent(ordinal, false));
     ASSIGN_OR_RETURN(e->kernel_done_, CreateEvent(ordinal, false));
     ASSIGN_OR_RETURN(e->d2h_done_, CreateEvent(ordinal, /*blocking_sync=*/true));
     for (DeviceBuffer* buffer : {&e->d_q_, &e->d_k_, &e->d_v_, &e->d_out_}) {
-      ASSIGN_OR_RETURN(*buffer, AllocateDevice(bytes, ordinal));
+      ASSIGN_OR_RETURN(*buffer, AllocateDevice(static_cast<size_t>(sizes.tensor), ordinal));
     }
-    ASSIGN_OR_RETURN(e->h_in_, AllocatePinned(3 * bytes, ordinal));
-    ASSIGN_OR_RETURN(e->h_out_, AllocatePinned(bytes, ordinal));
+    ASSIGN_OR_RETURN(e->d_lse_, AllocateDevice(static_cast<size_t>(sizes.lse), ordinal));
+    for (DeviceBuffer* buffer : {&e->d_cu_q_, &e->d_cu_k_}) {
+      ASSIGN_OR_RETURN(*buffer, AllocateDevice(static_cast<size_t>(sizes.cu), ordinal));
+    }
+    ASSIGN_OR_RETURN(e->h_in_, AllocatePinned(static_cast<size_t>(sizes.PinnedIn()), ordinal));
+    ASSIGN_OR_RETURN(e->h_out_, AllocatePinned(static_cast<size_t>(sizes.PinnedOut()), ordinal));
     return e;
   }
 
@@ -70,16 +91,24 @@ class CudaExecutor : public Executor {
   std::string Name() const override { return name_; }
   bool Healthy() const override { return healthy_; }
 
-  // Runs `kernel` once on zeroed inputs of a small shape it accepts.
-  absl::Status Warmup(const KernelInfo& kernel) {
-    const int64_t head_dim = kernel.head_dim > 0 ? kernel.head_dim : 64;
-    const int64_t seq_multiple = std::max(1, kernel.seq_multiple);
+  // Runs `kernel` once on zeroed inputs of a small problem it accepts:
+  // non-causal self-attention, one head, a head_dim it takes (128 if it
+  // can), 128 tokens rounded up to its block size.
+  absl::Status Warmup(const KernelHandle& kernel) {
+    const KernelCapabilities& caps = kernel.info().caps;
+    int64_t head_dim = 128;
+    if (!caps.head_dims.empty() &&
+        std::find(caps.head_dims.begin(), caps.head_dims.end(), 128) == caps.head_dims.end()) {
+      head_dim = caps.head_dims.front();
+    }
+    const int64_t seq_multiple = std::max(1, caps.seq_multiple);
     const int64_t seq_len = seq_multiple * ((128 + seq_multiple - 1) / seq_multiple);
-    const Shape shape{1, seq_len, 1, head_dim};
-    const int64_t bytes = shape.NumElements() * 2;
-    if (bytes > capacity_) {
-      LOGF(kWarning, "%s: no warm-up (shape %s exceeds --max_tokens_per_request)", name_,
-           shape.ToString());
+    const AttentionProblem problem = AttentionProblem::SelfAttention(1, seq_len, 1, head_dim);
+    const DType dtype = DType::kBFloat16;
+    const int64_t bytes = problem.QBytes(dtype);
+    if (bytes > sizes_.tensor) {
+      LOGF(kWarning, "%s: no warm-up (problem %s exceeds --max_tokens_per_request)", name_,
+           problem.ToString());
       return absl::OkStatus();
     }
     RETURN_IF_ERROR(BindToThread());
@@ -87,11 +116,14 @@ class CudaExecutor : public Executor {
       CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buffer->get(), 0, bytes, stream_.get()), ordinal_);
     }
     const absl::Status launched =
-        Forward(DeviceArgs(shape, DType::kBFloat16, 0.0f), kernel.name, stream_.get());
+        kernel.Run(AttentionArgs::Contiguous(problem, dtype, d_q_.get(), d_k_.get(), d_v_.get(),
+                                             d_out_.get()),
+                   stream_.get());
     CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()), ordinal_);
     if (!launched.ok()) {
-      return absl::Status(launched.code(), absl::StrFormat("warm-up of kernel '%s' on %s: %s",
-                                                           kernel.name, name_, launched.message()));
+      return absl::Status(launched.code(),
+                          absl::StrFormat("warm-up of kernel '%s' on %s: %s", kernel.info().name,
+                                          name_, launched.message()));
     }
     CUDA_RETURN_IF_ERROR(cudaGetLastError(), ordinal_);
     return absl::OkStatus();
@@ -113,31 +145,58 @@ class CudaExecutor : public Executor {
   }
 
  private:
+  // What one request moves, in bytes.
+  struct Transfer {
+    int64_t q = 0, kv = 0, lse = 0, cu = 0;
+  };
+
   absl::Status RunOnStream(Job& job) {
     const RequestSpec& spec = job.spec;
-    const int64_t bytes = spec.TensorBytes();
-    if (spec.kernel.backend != Backend::kCuda) {
-      return absl::InternalError(
-          absl::StrFormat("%s given kernel '%s' of another backend", name_, spec.kernel.name));
+    if (spec.kernel == nullptr || spec.kernel_info().backend != Backend::kCuda) {
+      return absl::InternalError(absl::StrFormat(
+          "%s given kernel '%s' of another backend", name_,
+          spec.kernel == nullptr ? std::string("(none)") : spec.kernel_info().name));
     }
-    if (bytes > capacity_) {  // the front end's token limit makes this unreachable
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "request needs %d bytes per tensor; %s has buffers of %d (--max_tokens_per_request)",
-          bytes, name_, capacity_));
+    Transfer t;
+    t.q = spec.QBytes();
+    t.kv = spec.KVBytes();
+    t.lse = spec.LseBytes();
+    t.cu = spec.problem.varlen
+               ? static_cast<int64_t>(spec.cu_seqlens_q.size() * sizeof(int32_t))
+               : 0;
+    // The front end's token limit makes these unreachable.
+    const struct {
+      const char* what;
+      int64_t needed, capacity;
+    } fits[] = {{"q", t.q, sizes_.tensor},
+                {"k and v", t.kv, sizes_.tensor},
+                {"lse", t.lse, sizes_.lse},
+                {"cu_seqlens", t.cu, sizes_.cu}};
+    for (const auto& f : fits) {
+      if (f.needed > f.capacity) {
+        return absl::ResourceExhaustedError(absl::StrFormat(
+            "request needs %d bytes for %s; %s has buffers of %d (--max_tokens_per_request)",
+            f.needed, f.what, name_, f.capacity));
+      }
     }
     RETURN_IF_ERROR(BindToThread());
     job.device = name_;
 
-    // Stage Q, K, V into pinned memory so the copies below are truly async.
+    // Stage Q, K, V (and the offsets) into pinned memory so the copies
+    // below are truly async.
     const absl::Time stage_start = absl::Now();
     char* staged = static_cast<char*>(h_in_.get());
-    std::memcpy(staged, job.q.data(), bytes);
-    std::memcpy(staged + capacity_, job.k.data(), bytes);
-    std::memcpy(staged + 2 * capacity_, job.v.data(), bytes);
+    std::memcpy(staged + kInQ * sizes_.tensor, job.q.data(), t.q);
+    std::memcpy(staged + kInK * sizes_.tensor, job.k.data(), t.kv);
+    std::memcpy(staged + kInV * sizes_.tensor, job.v.data(), t.kv);
+    if (t.cu > 0) {
+      std::memcpy(StagedCu(0), spec.cu_seqlens_q.data(), t.cu);
+      std::memcpy(StagedCu(1), spec.cu_seqlens_k.data(), t.cu);
+    }
     const int64_t stage_ns = ToNanos(absl::Now() - stage_start);
 
     // Enqueue copy-in, poison, kernel, copy-out, with events between them.
-    absl::Status status = Enqueue(spec, bytes);
+    absl::Status status = Enqueue(spec, t);
     // Whatever was enqueued must finish before the buffers are reused, even
     // when a later step failed to enqueue.
     const cudaError_t synced = cudaEventSynchronize(d2h_done_.get());
@@ -154,7 +213,9 @@ class CudaExecutor : public Executor {
     RETURN_IF_ERROR(status);
 
     const absl::Time unstage_start = absl::Now();
-    job.out->assign(static_cast<const char*>(h_out_.get()), static_cast<size_t>(bytes));
+    const char* out = static_cast<const char*>(h_out_.get());
+    job.out->assign(out, static_cast<size_t>(t.q));
+    if (job.lse != nullptr) job.lse->assign(out + sizes_.tensor, static_cast<size_t>(t.lse));
     const int64_t unstage_ns = ToNanos(absl::Now() - unstage_start);
 
     job.times.h2d_ns = stage_ns + h2d_ns;
@@ -163,69 +224,90 @@ class CudaExecutor : public Executor {
     return absl::OkStatus();
   }
 
-  CudaExecutor(const DeviceInfo& device, int stream_index, int64_t capacity)
+  CudaExecutor(const DeviceInfo& device, int stream_index, const BufferSizes& sizes)
       : ordinal_(device.ordinal),
         name_(
             absl::StrFormat("%s (cuda:%d, stream %d)", device.name, device.ordinal, stream_index)),
-        capacity_(capacity) {}
+        sizes_(sizes) {}
 
-  AttentionArgs DeviceArgs(const Shape& shape, DType dtype, float softmax_scale) const {
-    AttentionArgs args;
-    args.q = {d_q_.get(), dtype, shape};
-    args.k = {d_k_.get(), dtype, shape};
-    args.v = {d_v_.get(), dtype, shape};
-    args.out = {d_out_.get(), dtype, shape};
-    args.softmax_scale = softmax_scale;
-    return args;
+  // Pinned input layout: q, k, v at multiples of sizes_.tensor, then the
+  // two cu_seqlens; output layout: o, then the LSE at sizes_.tensor.
+  static constexpr int64_t kInQ = 0, kInK = 1, kInV = 2;
+  char* StagedCu(int which) const {
+    return static_cast<char*>(h_in_.get()) + 3 * sizes_.tensor + which * sizes_.cu;
   }
 
-  absl::Status Enqueue(const RequestSpec& spec, int64_t bytes) {
+  absl::Status Enqueue(const RequestSpec& spec, const Transfer& t) {
     cudaStream_t stream = stream_.get();
     const char* staged = static_cast<const char*>(h_in_.get());
     CUDA_RETURN_IF_ERROR(cudaEventRecord(start_.get(), stream), ordinal_);
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_q_.get(), staged, bytes, cudaMemcpyHostToDevice, stream),
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_q_.get(), staged + kInQ * sizes_.tensor, t.q,
+                                         cudaMemcpyHostToDevice, stream),
                          ordinal_);
-    CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(d_k_.get(), staged + capacity_, bytes, cudaMemcpyHostToDevice, stream),
-        ordinal_);
-    CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(d_v_.get(), staged + 2 * capacity_, bytes, cudaMemcpyHostToDevice, stream),
-        ordinal_);
-    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_out_.get(), kPoisonByte, bytes, stream), ordinal_);
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_k_.get(), staged + kInK * sizes_.tensor, t.kv,
+                                         cudaMemcpyHostToDevice, stream),
+                         ordinal_);
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_v_.get(), staged + kInV * sizes_.tensor, t.kv,
+                                         cudaMemcpyHostToDevice, stream),
+                         ordinal_);
+    if (t.cu > 0) {
+      CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(d_cu_q_.get(), StagedCu(0), t.cu, cudaMemcpyHostToDevice, stream),
+          ordinal_);
+      CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(d_cu_k_.get(), StagedCu(1), t.cu, cudaMemcpyHostToDevice, stream),
+          ordinal_);
+    }
+    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_out_.get(), kPoisonByte, t.q, stream), ordinal_);
+    if (t.lse > 0) {
+      CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_lse_.get(), kPoisonByte, t.lse, stream), ordinal_);
+    }
     CUDA_RETURN_IF_ERROR(cudaEventRecord(h2d_done_.get(), stream), ordinal_);
-    RETURN_IF_ERROR(
-        Forward(DeviceArgs(spec.shape, spec.dtype, spec.softmax_scale), spec.kernel.name, stream));
+
+    AttentionArgs args = AttentionArgs::Contiguous(
+        spec.problem, spec.dtype, d_q_.get(), d_k_.get(), d_v_.get(), d_out_.get(),
+        spec.problem.return_lse ? static_cast<float*>(d_lse_.get()) : nullptr);
+    if (spec.problem.varlen) {
+      args.cu_seqlens_q = static_cast<const int32_t*>(d_cu_q_.get());
+      args.cu_seqlens_k = static_cast<const int32_t*>(d_cu_k_.get());
+    }
+    RETURN_IF_ERROR(spec.kernel->Run(args, stream));
     CUDA_RETURN_IF_ERROR(cudaEventRecord(kernel_done_.get(), stream), ordinal_);
+    char* out = static_cast<char*>(h_out_.get());
     CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(h_out_.get(), d_out_.get(), bytes, cudaMemcpyDeviceToHost, stream),
-        ordinal_);
+        cudaMemcpyAsync(out, d_out_.get(), t.q, cudaMemcpyDeviceToHost, stream), ordinal_);
+    if (t.lse > 0) {
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out + sizes_.tensor, d_lse_.get(), t.lse,
+                                           cudaMemcpyDeviceToHost, stream),
+                           ordinal_);
+    }
     CUDA_RETURN_IF_ERROR(cudaEventRecord(d2h_done_.get(), stream), ordinal_);
     return absl::OkStatus();
   }
 
   const int ordinal_;
   const std::string name_;
-  const int64_t capacity_;  // bytes of each tensor buffer
-  bool healthy_ = true;     // read and written on the worker thread only
+  const BufferSizes sizes_;
+  bool healthy_ = true;  // read and written on the worker thread only
   CudaStream stream_;
   CudaEvent start_, h2d_done_, kernel_done_, d2h_done_;
-  DeviceBuffer d_q_, d_k_, d_v_, d_out_;
-  PinnedBuffer h_in_;  // q, k, v at offsets 0, capacity_, 2 * capacity_
-  PinnedBuffer h_out_;
+  DeviceBuffer d_q_, d_k_, d_v_, d_out_, d_lse_, d_cu_q_, d_cu_k_;
+  PinnedBuffer h_in_;   // q, k, v, cu_seqlens_q, cu_seqlens_k
+  PinnedBuffer h_out_;  // o, lse
 };
 
 // RESOURCE_EXHAUSTED unless the device has room for every stream's buffers.
-absl::Status CheckMemory(const DeviceInfo& device, int streams, int64_t max_tensor_bytes) {
+absl::Status CheckMemory(const DeviceInfo& device, int streams, const BufferSizes& sizes) {
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device.ordinal), device.ordinal);
   size_t free_bytes = 0, total_bytes = 0;
   CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), device.ordinal);
-  const double needed = 4.0 * static_cast<double>(max_tensor_bytes) * streams;
+  const double needed = static_cast<double>(sizes.Device()) * streams;
   if (needed > static_cast<double>(free_bytes)) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "cuda:%d (%s) has %.0f MiB free; %d streams (--streams_per_device) x 4 buffers x "
-        "%.0f MiB (--max_tokens_per_request) need %.0f MiB",
-        device.ordinal, device.name, free_bytes / 1048576.0, streams, max_tensor_bytes / 1048576.0,
-        needed / 1048576.0));
+        "cuda:%d (%s) has %.0f MiB free; %d streams (--streams_per_device) x (4 tensors of "
+        "%.0f MiB (--max_tokens_per_request) + %.1f MiB LSE and offsets) need %.0f MiB",
+        device.ordinal, device.name, free_bytes / 1048576.0, streams, sizes.tensor / 1048576.0,
+        (sizes.lse + 2 * sizes.cu) / 1048576.0, needed / 1048576.0));
   }
   return absl::OkStatus();
 }
@@ -234,16 +316,22 @@ absl::Status CheckMemory(const DeviceInfo& device, int streams, int64_t max_tens
 
 absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
     const CudaExecutorOptions& options) {
+  if (options.warmup_kernel == nullptr) {
+    return absl::InternalError("CreateCudaExecutors: no warm-up kernel");
+  }
+  const BufferSizes sizes = BufferSizes::For(options.max_tensor_bytes, options.max_rows);
   std::vector<std::unique_ptr<Executor>> executors;
   for (const DeviceInfo& device : options.devices) {
-    RETURN_IF_ERROR(CheckMemory(device, options.streams_per_device, options.max_tensor_bytes));
+    RETURN_IF_ERROR(CheckMemory(device, options.streams_per_device, sizes));
     for (int s = 0; s < options.streams_per_device; ++s) {
       ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutor> executor,
-                       CudaExecutor::Create(device, s, options.max_tensor_bytes));
-      RETURN_IF_ERROR(executor->Warmup(options.warmup_kernel));
-      LOGF(kInfo, "%s ready: 4 x %.0f MiB device buffers, %.0f MiB pinned staging",
-           executor->Name(), options.max_tensor_bytes / 1048576.0,
-           4.0 * options.max_tensor_bytes / 1048576.0);
+                       CudaExecutor::Create(device, s, sizes));
+      RETURN_IF_ERROR(executor->Warmup(*options.warmup_kernel));
+      LOGF(kInfo,
+           "%s ready: 4 x %.0f MiB tensor buffers + %.1f MiB LSE and offsets on the device, "
+           "%.0f MiB pinned staging",
+           executor->Name(), sizes.tensor / 1048576.0, (sizes.lse + 2 * sizes.cu) / 1048576.0,
+           (sizes.PinnedIn() + sizes.PinnedOut()) / 1048576.0);
       executors.push_back(std::move(executor));
     }
   }

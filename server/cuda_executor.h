@@ -5,11 +5,15 @@
 // CPU-only build contains no CUDA code at all.
 //
 // One executor per (device, stream): each owns a non-blocking CUDA stream,
-// timing events, and device buffers for Q, K, V, O plus pinned host staging
-// buffers, every one sized for the largest allowed tensor and allocated once
-// here, never per request. Run() stages the inputs into pinned memory,
-// copies them to the device, runs attn::Forward on the stream, copies O back
-// and waits for the stream (blocking the worker thread, not a gRPC thread).
+// timing events, and device buffers for Q, K, V, O (each sized for the
+// largest allowed tensor on its own: K and V may be larger than Q when
+// kv_seq_len > seq_len, and the token limit bounds each tensor), the LSE
+// (float32) and the two cu_seqlens, plus pinned host staging buffers, all
+// allocated once here, never per request. Run() stages the inputs into
+// pinned memory, copies them to the device, poisons O and the LSE (NaN),
+// runs the request's resolved KernelHandle on the stream, copies O (and the
+// LSE) back and waits for the stream (blocking the worker thread, not a
+// gRPC thread).
 // Kernel time comes from CUDA events around the launch. A failed CUDA call
 // becomes INTERNAL naming the call, the device and the source line.
 #ifndef ATTN_SERVER_CUDA_EXECUTOR_H_
@@ -30,11 +34,16 @@ namespace attn::server {
 struct CudaExecutorOptions {
   std::vector<DeviceInfo> devices;  // the devices to serve on
   int streams_per_device = 2;
-  int64_t max_tensor_bytes = 0;  // each of the four buffers per stream
-  // Launched once per device at start-up (module load, first-launch costs),
+  int64_t max_tensor_bytes = 0;  // each of Q, K, V, O per stream
+  // Query rows x heads (LSE elements) and sequences (varlen) of one request:
+  // sizes the LSE buffer (float32) and the cu_seqlens buffers (max_rows + 1
+  // int32 each).
+  int64_t max_rows = 0;
+  // Launched once per stream at start-up (module load, first-launch costs),
   // so the first request is not slower than the rest and a broken device
-  // fails start-up rather than requests.
-  KernelInfo warmup_kernel;
+  // fails start-up rather than requests. Outlives the executors (the
+  // server's KernelCatalog owns it).
+  const KernelHandle* warmup_kernel = nullptr;
 };
 
 // Creates and warms up the executors; FAILED_PRECONDITION in a build

@@ -14,31 +14,54 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "attn/attention.h"
-#include "attn/tensor.h"
+#include "attn/problem.h"
 
 namespace attn::server {
 
-// A validated request: what to compute, before any bytes are looked at.
+// A validated request: what to compute, before any tensor bytes are looked
+// at. Copyable; the kernel handle points into the server's KernelCatalog,
+// which outlives every request.
 struct RequestSpec {
   std::string request_id;
   DType dtype = DType::kBFloat16;
-  Shape shape;
-  float softmax_scale = 0.0f;  // 0: 1/sqrt(head_dim)
-  KernelInfo kernel;           // resolved for this server's backend and shape
+  // Lengths, heads, mask, scale, LSE and varlen flags, in FA2's conventions.
+  AttentionProblem problem;
+  // Varlen only: host copies of the token offsets, problem.batch + 1 each.
+  std::vector<int32_t> cu_seqlens_q, cu_seqlens_k;
+  // The kernel, resolved once for this server's backend and problem.
+  const KernelHandle* kernel = nullptr;
 
-  // Bytes of each of Q, K, V and O.
-  int64_t TensorBytes() const { return shape.NumElements() * 2; }
-  // 4*B*H*S*S*D: multiply-adds of Q·Kᵀ and P·V, two flops each.
+  const KernelInfo& kernel_info() const { return kernel->info(); }
+  // Bytes of Q (and of O), of K (and of V), and of the float32 LSE (0 unless
+  // problem.return_lse).
+  int64_t QBytes() const { return problem.QBytes(dtype); }
+  int64_t KVBytes() const { return problem.KVBytes(dtype); }
+  int64_t LseBytes() const { return problem.LseBytes(); }
+  // Bytes in (q, k, v) and out (o, lse) of the request.
+  int64_t InputBytes() const { return QBytes() + 2 * KVBytes(); }
+  int64_t OutputBytes() const { return QBytes() + LseBytes(); }
+  // The work of the call (exact for masks and ragged lengths).
   double Flops() const {
-    return 4.0 * static_cast<double>(shape.batch) * static_cast<double>(shape.num_heads) *
-           static_cast<double>(shape.seq_len) * static_cast<double>(shape.seq_len) *
-           static_cast<double>(shape.head_dim);
+    return problem.varlen ? problem.Flops(cu_seqlens_q.data(), cu_seqlens_k.data())
+                          : problem.Flops();
+  }
+  // The kernel's arguments for dense tensors at the given addresses, with
+  // this spec's host copies of cu_seqlens (a GPU executor replaces them with
+  // its device copies).
+  AttentionArgs Args(const void* q, const void* k, const void* v, void* out, float* lse) const {
+    AttentionArgs args = AttentionArgs::Contiguous(problem, dtype, q, k, v, out, lse);
+    if (problem.varlen) {
+      args.cu_seqlens_q = cu_seqlens_q.data();
+      args.cu_seqlens_k = cu_seqlens_k.data();
+    }
+    return args;
   }
 };
 
@@ -48,9 +71,9 @@ struct PhaseTimes {
   int64_t receive_ns = 0;  // AttendStream: header to last input chunk
   int64_t decode_ns = 0;   // validating the request and building the job
   int64_t queue_ns = 0;    // waiting for a worker
-  int64_t h2d_ns = 0;      // staging and copying Q, K, V to the device
+  int64_t h2d_ns = 0;      // staging and copying Q, K, V (and cu_seqlens) to the device
   int64_t kernel_ns = 0;   // the attention kernel
-  int64_t d2h_ns = 0;      // copying O back and out of staging
+  int64_t d2h_ns = 0;      // copying O (and the LSE) back and out of staging
   int64_t total_ns = 0;
 };
 
@@ -60,10 +83,14 @@ using JobDone = absl::AnyInvocable<void(std::unique_ptr<Job> job, absl::Status s
 
 struct Job {
   RequestSpec spec;
-  // Inputs, spec.TensorBytes() each, little-endian 16-bit elements.
+  // Inputs, little-endian 16-bit elements: q has spec.QBytes(), k and v
+  // spec.KVBytes() each.
   absl::string_view q, k, v;
-  // Output: the executor resizes it to spec.TensorBytes() and writes O.
+  // Outputs: the executor resizes *out to spec.QBytes() and writes O, and,
+  // when spec.problem.return_lse, *lse to spec.LseBytes() with the float32
+  // (little-endian) log-sum-exp of each query row. lse is null otherwise.
   std::string* out = nullptr;
+  std::string* lse = nullptr;
 
   absl::Time arrival;                            // total_ns counts from here
   absl::Time deadline = absl::InfiniteFuture();  // the client's deadline

@@ -1,97 +1,105 @@
 #include "kernel_catalog.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "attn/validate.h"
 
 namespace attn::server {
-namespace {
-
-// CUDA limits grid dimensions y and z (heads and batch) to 65535.
-constexpr int64_t kMaxGridYZ = 65535;
-
-}  // namespace
 
 absl::string_view BackendName(Backend backend) {
   return backend == Backend::kCuda ? "cuda" : "cpu";
 }
 
-absl::Status CheckShapeForKernel(const Shape& shape, const KernelInfo& kernel) {
-  if (kernel.head_dim != 0 && shape.head_dim != kernel.head_dim) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("shape.head_dim is %d; kernel '%s' supports only head_dim %d",
-                        shape.head_dim, kernel.name, kernel.head_dim));
-  }
-  if (kernel.head_dim == 0 && shape.head_dim > kMaxCpuHeadDim) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("shape.head_dim is %d; kernel '%s' supports head_dim up to %d",
-                        shape.head_dim, kernel.name, kMaxCpuHeadDim));
-  }
-  if (kernel.seq_multiple > 1 && shape.seq_len % kernel.seq_multiple != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("shape.seq_len is %d; kernel '%s' needs a multiple of %d (its block size)",
-                        shape.seq_len, kernel.name, kernel.seq_multiple));
-  }
-  if (kernel.backend == Backend::kCuda) {
-    if (shape.batch > kMaxGridYZ) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("shape.batch is %d; kernel '%s' supports at most %d", shape.batch,
-                          kernel.name, kMaxGridYZ));
-    }
-    if (shape.num_heads > kMaxGridYZ) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("shape.num_heads is %d; kernel '%s' supports at most %d", shape.num_heads,
-                          kernel.name, kMaxGridYZ));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<KernelCatalog> KernelCatalog::ForBackend(Backend backend) {
+absl::StatusOr<KernelCatalog> KernelCatalog::FromKernels(Backend backend,
+                                                         std::vector<KernelHandle> kernels,
+                                                         absl::string_view default_name) {
   KernelCatalog catalog;
   catalog.backend_ = backend;
-  for (KernelInfo& kernel : ListKernels()) {
-    if (kernel.backend == backend) catalog.kernels_.push_back(std::move(kernel));
-  }
+  catalog.kernels_ = std::move(kernels);
   if (catalog.kernels_.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("this build has no kernels for the ", BackendName(backend), " backend"));
   }
-  if (backend == Backend::kCpu) {
-    absl::StatusOr<KernelInfo> cpu = FindKernel(kCpuKernelName);
-    if (!cpu.ok()) return cpu.status();
-    catalog.default_kernel_ = *std::move(cpu);
-  } else {
-    KernelInfo preferred = DefaultKernel();
-    if (preferred.backend != Backend::kCuda) preferred = catalog.kernels_.back();
-    catalog.default_kernel_ = std::move(preferred);
+  for (size_t i = 0; i < catalog.kernels_.size(); ++i) {
+    const KernelInfo& info = catalog.kernels_[i].info();
+    if (info.backend != backend) {
+      return absl::InternalError(absl::StrFormat("kernel '%s' is not a %s kernel", info.name,
+                                                 BackendName(backend)));
+    }
+    if (info.name == default_name) catalog.default_index_ = i;
+  }
+  if (catalog.kernels_[catalog.default_index_].info().name != default_name) {
+    return absl::InternalError(absl::StrCat("default kernel '", default_name, "' is not among the ",
+                                            BackendName(backend), " kernels"));
   }
   return catalog;
 }
 
-absl::StatusOr<KernelInfo> KernelCatalog::Resolve(absl::string_view name,
-                                                  const Shape& shape) const {
-  if (!name.empty()) {
-    absl::StatusOr<KernelInfo> kernel = FindKernel(name);
-    if (!kernel.ok()) return kernel.status();
-    if (kernel->backend != backend_) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "kernel is '%s', a %s kernel; this server runs the %s backend (--backend), whose "
-          "kernels are listed by ListKernels",
-          name, BackendName(kernel->backend), BackendName(backend_)));
+absl::StatusOr<KernelCatalog> KernelCatalog::ForBackend(Backend backend) {
+  std::vector<KernelHandle> kernels;
+  for (const KernelInfo& info : ListKernels()) {
+    if (info.backend != backend) continue;
+    absl::StatusOr<KernelHandle> handle = ResolveKernel(info.name);
+    if (!handle.ok()) return handle.status();
+    kernels.push_back(*std::move(handle));
+  }
+  std::string default_name = kCpuKernelName;
+  if (backend == Backend::kCuda) {
+    const bool has_production =
+        std::any_of(kernels.begin(), kernels.end(), [](const KernelHandle& k) {
+          return k.info().name == kProductionKernelName;
+        });
+    default_name = has_production || kernels.empty() ? std::string(kProductionKernelName)
+                                                     : kernels.back().info().name;
+  }
+  absl::StatusOr<KernelCatalog> catalog =
+      FromKernels(backend, std::move(kernels), default_name);
+  if (!catalog.ok() || backend != Backend::kCuda) return catalog;
+  for (const KernelInfo& info : ListTuningCandidates()) {
+    absl::StatusOr<KernelHandle> handle = ResolveKernel(info.name);
+    if (!handle.ok()) return handle.status();
+    catalog->candidates_.push_back(*std::move(handle));
+  }
+  return catalog;
+}
+
+int64_t KernelCatalog::MinHeadDim() const {
+  int64_t smallest = 0;
+  for (const KernelHandle& kernel : kernels_) {
+    const std::vector<int>& dims = kernel.info().caps.head_dims;
+    const int64_t least = dims.empty() ? 1 : *std::min_element(dims.begin(), dims.end());
+    smallest = smallest == 0 ? least : std::min(smallest, least);
+  }
+  return std::max<int64_t>(smallest, 1);
+}
+
+const KernelHandle* KernelCatalog::Find(absl::string_view name) const {
+  for (const std::vector<KernelHandle>* list : {&kernels_, &candidates_}) {
+    for (const KernelHandle& kernel : *list) {
+      if (kernel.info().name == name) return &kernel;
     }
-    if (absl::Status fits = CheckShapeForKernel(shape, *kernel); !fits.ok()) return fits;
-    return kernel;
   }
-  const absl::Status default_fits = CheckShapeForKernel(shape, default_kernel_);
-  if (default_fits.ok()) return default_kernel_;
-  for (auto it = kernels_.rbegin(); it != kernels_.rend(); ++it) {
-    if (CheckShapeForKernel(shape, *it).ok()) return *it;
+  return nullptr;
+}
+
+absl::StatusOr<const KernelHandle*> KernelCatalog::Resolve(
+    absl::string_view name, const AttentionProblem& problem) const {
+  const KernelHandle* kernel = name.empty() ? &default_kernel() : Find(name);
+  if (kernel == nullptr) {
+    // Not ours: another backend's kernel, or unknown (the library's message
+    // lists the known names).
+    absl::StatusOr<KernelInfo> other = FindKernel(name);
+    if (!other.ok()) return other.status();
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "kernel is '%s', a %s kernel; this server runs the %s backend (--backend), whose "
+        "kernels are listed by ListKernels",
+        name, BackendName(other->backend), BackendName(backend_)));
   }
-  return absl::InvalidArgumentError(absl::StrCat(default_fits.message(), "; no kernel of the ",
-                                                 BackendName(backend_), " backend accepts shape ",
-                                                 shape.ToString()));
+  if (absl::Status valid = ValidateProblem(problem, kernel->info()); !valid.ok()) return valid;
+  return kernel;
 }
 
 }  // namespace attn::server

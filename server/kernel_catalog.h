@@ -1,18 +1,24 @@
 // server/kernel_catalog.h
 //
-// KernelCatalog: the kernels one backend of this server can run, and which
-// one a request gets. Built once at start-up; immutable and thread-safe.
+// KernelCatalog: the kernels one backend of this server can run, each
+// resolved once (at start-up) into an attn::KernelHandle, and which one a
+// request gets. Immutable and thread-safe once built; handles it returns
+// stay valid as long as the catalog (the server's Runtime) lives.
 //
 // Selection for AttendRequest.kernel:
 //   named  -> that kernel (NOT_FOUND if unknown; FAILED_PRECONDITION if it
-//             belongs to the other backend), if the shape meets its rules
-//             (INVALID_ARGUMENT naming the field and the rule otherwise);
-//   empty  -> the backend's default kernel if it accepts the shape, else the
-//             highest ladder step that does; if none does, INVALID_ARGUMENT
-//             with the default kernel's rule.
+//             belongs to the other backend);
+//   empty  -> the backend's default: the production kernel ("flash_fwd",
+//             every feature) on CUDA, "cpu_reference" on the CPU.
+// Either way the kernel library's rules (attn::ValidateProblem: dimensions,
+// head_dim, seq_len multiple, causal, window, GQA, LSE, varlen, ...) decide
+// whether the kernel can run the problem: INVALID_ARGUMENT naming the field
+// and the rule otherwise.
 #ifndef ATTN_SERVER_KERNEL_CATALOG_H_
 #define ATTN_SERVER_KERNEL_CATALOG_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -25,28 +31,49 @@ namespace attn::server {
 // "cpu" or "cuda".
 absl::string_view BackendName(Backend backend);
 
-// Whether `kernel` can run `shape` (head_dim, seq_len multiple, grid
-// limits); INVALID_ARGUMENT naming the field and the rule otherwise.
-absl::Status CheckShapeForKernel(const Shape& shape, const KernelInfo& kernel);
-
 class KernelCatalog {
  public:
-  // The kernels of `backend` in this build, in ladder order. The CPU
-  // backend's default is the CPU reference; CUDA's is attn::DefaultKernel().
+  // The kernels of `backend` in this build, in ListKernels order (plus, on
+  // CUDA, the tuning candidates, runnable by name but not listed). The
+  // default is the CPU reference on the CPU backend, the production kernel
+  // on CUDA (the last listed CUDA kernel in a build without it).
   // FAILED_PRECONDITION when the build has no kernel for `backend`.
   static absl::StatusOr<KernelCatalog> ForBackend(Backend backend);
 
-  Backend backend() const { return backend_; }
-  const std::vector<KernelInfo>& kernels() const { return kernels_; }
-  const KernelInfo& default_kernel() const { return default_kernel_; }
+  // A catalog of the given kernels of `backend` (e.g. synthetic ones in
+  // tests); the default is the one named `default_name`.
+  static absl::StatusOr<KernelCatalog> FromKernels(Backend backend,
+                                                   std::vector<KernelHandle> kernels,
+                                                   absl::string_view default_name);
 
-  // The kernel a request with `name` ("" = default) and `shape` runs.
-  absl::StatusOr<KernelInfo> Resolve(absl::string_view name, const Shape& shape) const;
+  KernelCatalog() = default;
+  // Handles are referred to by address: moves keep them, copies would not.
+  KernelCatalog(KernelCatalog&&) = default;
+  KernelCatalog& operator=(KernelCatalog&&) = default;
+  KernelCatalog(const KernelCatalog&) = delete;
+  KernelCatalog& operator=(const KernelCatalog&) = delete;
+
+  Backend backend() const { return backend_; }
+  // The listed kernels (ListKernels), in order.
+  const std::vector<KernelHandle>& kernels() const { return kernels_; }
+  const KernelHandle& default_kernel() const { return kernels_[default_index_]; }
+  // The smallest head_dim any listed kernel accepts (1 when one takes any):
+  // with the token limit, it bounds rows per request (LSE, sequences).
+  int64_t MinHeadDim() const;
+
+  // The kernel a request naming `name` ("" = the default) runs, once
+  // attn::ValidateProblem accepted `problem` for it. (Pointers, strides and
+  // device offsets are checked by KernelHandle::Run at launch.)
+  absl::StatusOr<const KernelHandle*> Resolve(absl::string_view name,
+                                              const AttentionProblem& problem) const;
 
  private:
+  const KernelHandle* Find(absl::string_view name) const;
+
   Backend backend_ = Backend::kCpu;
-  std::vector<KernelInfo> kernels_;
-  KernelInfo default_kernel_;
+  std::vector<KernelHandle> kernels_;     // listed
+  std::vector<KernelHandle> candidates_;  // runnable by name, not listed
+  size_t default_index_ = 0;
 };
 
 }  // namespace attn::server

@@ -42,9 +42,11 @@ ABSL_FLAG(int64_t, max_message_bytes, int64_t{256} << 20,
           "Largest gRPC message accepted or sent, in bytes (at most 2147483647). A unary "
           "Attend request carries Q, K and V in one message; larger tensors use AttendStream.");
 ABSL_FLAG(int64_t, max_tokens_per_request, int64_t{1} << 25,
-          "Largest tensor a request may carry, in elements (batch*seq_len*num_heads*head_dim "
-          "of one of Q, K, V). Sizes the CUDA buffers allocated at start-up (4 tensors of "
-          "2 bytes per element, per stream). The default fits B=4, S=4096, H=16, D=128.");
+          "Largest tensor a request may carry, in elements: Q (batch*seq_len*num_heads*"
+          "head_dim) and each of K and V (batch*kv_seq_len*kv_num_heads*head_dim) on its "
+          "own; varlen: packed tokens instead of batch*seq_len. Sizes the CUDA buffers "
+          "allocated at start-up (Q, K, V, O of 2 bytes per element, plus LSE and "
+          "cu_seqlens, per stream). The default fits B=4, S=4096, H=16, D=128.");
 ABSL_FLAG(int, queue_capacity, 64,
           "Requests that may wait for a worker; beyond that new requests get "
           "RESOURCE_EXHAUSTED at once. Each waiting request holds its tensors in host memory.");

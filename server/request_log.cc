@@ -31,8 +31,8 @@ FailureKind ClassifySchedulerStatus(const absl::Status& status) {
 void RecordOutcome(Runtime& runtime, const RequestOutcome& o) {
   const bool ok = o.status.ok();
   if (ok) {
-    const int64_t tensor_bytes = o.spec != nullptr ? o.spec->TensorBytes() : 0;
-    runtime.stats().RecordSuccess(o.times, 3 * tensor_bytes, tensor_bytes);
+    runtime.stats().RecordSuccess(o.times, o.spec != nullptr ? o.spec->InputBytes() : 0,
+                                  o.spec != nullptr ? o.spec->OutputBytes() : 0);
   } else {
     runtime.stats().RecordFailure(o.failure);
   }
@@ -46,9 +46,13 @@ void RecordOutcome(Runtime& runtime, const RequestOutcome& o) {
   std::string line = absl::StrCat("request rpc=", o.rpc, " id=", o.request_id,
                                   " status=", absl::StatusCodeToString(code));
   if (o.spec != nullptr) {
-    const Shape& s = o.spec->shape;
-    absl::StrAppendFormat(&line, " dtype=%s shape=%dx%dx%dx%d kernel=%s", DTypeName(o.spec->dtype),
-                          s.batch, s.seq_len, s.num_heads, s.head_dim, o.spec->kernel.name);
+    const AttentionProblem& p = o.spec->problem;
+    absl::StrAppendFormat(&line, " dtype=%s shape=%dx%dx%dx%d", DTypeName(o.spec->dtype), p.batch,
+                          p.seqlen_q, p.heads_q, p.head_dim);
+    if (!p.IsSelfAttentionShape() || p.HasMask() || p.return_lse) {
+      absl::StrAppend(&line, " problem=\"", p.ToString(), "\"");
+    }
+    absl::StrAppend(&line, " kernel=", o.spec->kernel_info().name);
   }
   if (ok) {
     const PhaseTimes& t = o.times;

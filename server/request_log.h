@@ -7,7 +7,9 @@
 //     kernel=cpu_reference device="cpu (2 threads)" receive_us=0 decode_us=9
 //     queue_us=2 h2d_us=0 kernel_us=812 d2h_us=0 total_us=840 tflops=0.010
 //
-// (one line in the log). Failures carry code and message instead of
+// (one line in the log; shape is batch x seq_len x num_heads x head_dim).
+// Beyond non-causal self-attention, problem="[B=2, Sq=..., causal, lse]"
+// follows the shape. Failures carry code and message instead of
 // timings. Logged at options.request_log_level, or at error for
 // INTERNAL/UNKNOWN/DATA_LOSS.
 #ifndef ATTN_SERVER_REQUEST_LOG_H_

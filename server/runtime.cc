@@ -1,5 +1,6 @@
 #include "runtime.h"
 
+#include <algorithm>
 #include <random>
 #include <utility>
 
@@ -68,7 +69,7 @@ std::string Runtime::Describe() const {
       "backend=%s (%s) devices=[%s] workers=[%s] default_kernel=%s max_tokens_per_request=%d "
       "(%s per tensor) max_message_bytes=%d queue_capacity=%d max_stream_buffer_bytes=%d",
       backend_name(), choice_reason_, absl::StrJoin(devices, ", "), absl::StrJoin(workers, ", "),
-      catalog_.default_kernel().name, options_.limits.max_tokens_per_request,
+      catalog_.default_kernel().info().name, options_.limits.max_tokens_per_request,
       HumanBytes(options_.limits.MaxTensorBytes()), options_.limits.max_message_bytes,
       options_.limits.queue_capacity, stream_budget_.limit());
 }
@@ -93,7 +94,7 @@ void Runtime::FillServerInfo(pb::ServerInfo* info) const {
   limits->set_workers(scheduler_->workers());
   limits->set_max_stream_buffer_bytes(stream_budget_.limit());
   limits->set_stream_chunk_bytes(options_.stream_chunk_bytes);
-  info->set_default_kernel(catalog_.default_kernel().name);
+  info->set_default_kernel(catalog_.default_kernel().info().name);
   info->add_dtypes(pb::DTYPE_FLOAT16);
   info->add_dtypes(pb::DTYPE_BFLOAT16);
   info->set_build(absl::StrCat(
@@ -108,19 +109,35 @@ void Runtime::FillServerInfo(pb::ServerInfo* info) const {
 }
 
 void Runtime::FillKernels(pb::ListKernelsResponse* response) const {
-  for (const KernelInfo& kernel : catalog_.kernels()) {
+  const std::string& default_name = catalog_.default_kernel().info().name;
+  for (const KernelHandle& handle : catalog_.kernels()) {
+    const KernelInfo& kernel = handle.info();
+    const KernelCapabilities& caps = kernel.caps;
     pb::KernelDescriptor* d = response->add_kernels();
     d->set_name(kernel.name);
     d->set_ladder_step(kernel.ladder_step);
     d->set_description(kernel.description);
     d->set_backend(std::string(BackendName(kernel.backend)));
-    d->set_head_dim(kernel.head_dim);
-    d->set_max_head_dim(kernel.head_dim != 0 ? kernel.head_dim : static_cast<int>(kMaxCpuHeadDim));
-    d->set_seq_multiple(kernel.seq_multiple);
+    // The older single-head_dim fields: the one head_dim a kernel takes, or
+    // 0 and the largest it takes (head_dims lists them).
+    const int max_head_dim = caps.head_dims.empty()
+                                 ? static_cast<int>(kMaxCpuHeadDim)
+                                 : *std::max_element(caps.head_dims.begin(), caps.head_dims.end());
+    d->set_head_dim(caps.head_dims.size() == 1 ? caps.head_dims[0] : 0);
+    d->set_max_head_dim(max_head_dim);
+    d->set_seq_multiple(caps.seq_multiple);
     d->set_block_m(kernel.block_m);
     d->set_block_n(kernel.block_n);
     d->set_num_warps(kernel.num_warps);
-    d->set_is_default(kernel.name == catalog_.default_kernel().name);
+    d->set_is_default(kernel.name == default_name);
+    for (int head_dim : caps.head_dims) d->add_head_dims(head_dim);
+    d->set_causal(caps.causal);
+    d->set_window(caps.window);
+    d->set_gqa(caps.gqa);
+    d->set_kv_seq_len_differs(caps.seqlen_q_ne_k);
+    d->set_lse(caps.lse);
+    d->set_varlen(caps.varlen);
+    d->set_min_compute_capability(caps.min_compute_capability);
   }
 }
 

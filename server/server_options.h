@@ -6,12 +6,14 @@
 #ifndef ATTN_SERVER_SERVER_OPTIONS_H_
 #define ATTN_SERVER_SERVER_OPTIONS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "attn/dtype.h"
 #include "log.h"
 
 namespace attn::server {
@@ -32,9 +34,12 @@ struct Limits {
   // Largest gRPC message in either direction (unary requests carry Q, K and
   // V in one message). gRPC caps this below 2 GiB.
   int64_t max_message_bytes = int64_t{256} << 20;
-  // Largest tensor, in elements (batch*seq_len*num_heads*head_dim of one of
-  // Q, K, V, O). Sizes the CUDA executors' preallocated buffers. The default
-  // fits B=4, S=4096, H=16, D=128 (64 MiB per 16-bit tensor).
+  // Largest tensor, in elements: each of Q and O (batch*seq_len*num_heads*
+  // head_dim) and each of K and V (batch*kv_seq_len*kv_num_heads*head_dim)
+  // on its own; with varlen the packed totals replace batch*seq_len, and each
+  // sequence counts as at least one token. Sizes the CUDA executors'
+  // preallocated buffers. The default fits B=4, S=4096, H=16, D=128 (64 MiB
+  // per 16-bit tensor).
   int64_t max_tokens_per_request = int64_t{1} << 25;
   // Requests waiting for a worker beyond which new ones get RESOURCE_EXHAUSTED.
   // Each waiting request holds its tensors in memory (up to 3 x 64 MiB at
@@ -44,8 +49,11 @@ struct Limits {
   // output), over all such calls together. 0: four calls of the largest size.
   int64_t max_stream_buffer_bytes = 0;
 
-  // Bytes of one 16-bit tensor of the largest allowed size.
-  int64_t MaxTensorBytes() const { return max_tokens_per_request * 2; }
+  // Bytes of one tensor of the largest allowed size, in the widest dtype.
+  int64_t MaxTensorBytes() const {
+    return max_tokens_per_request * static_cast<int64_t>(std::max(
+                                        DTypeSize(DType::kFloat16), DTypeSize(DType::kBFloat16)));
+  }
   int64_t StreamBufferBudget() const {
     // Default: four calls of the largest size, each holding q, k, v and out.
     return max_stream_buffer_bytes > 0 ? max_stream_buffer_bytes : 4 * 4 * MaxTensorBytes();

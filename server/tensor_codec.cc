@@ -1,11 +1,17 @@
 #include "tensor_codec.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "attn/validate.h"
 #include "status_util.h"
 
 namespace attn::server {
@@ -45,40 +51,158 @@ absl::StatusOr<DType> DecodeDType(int value) {
   }
 }
 
-absl::StatusOr<Shape> DecodeShape(const pb::AttendRequest& request, const Limits& limits) {
+// The longest sequence of `offsets` (0 if none is positive).
+int64_t LongestSequence(const google::protobuf::RepeatedField<int32_t>& offsets) {
+  int64_t longest = 0;
+  for (int i = 1; i < offsets.size(); ++i) {
+    longest = std::max(longest, static_cast<int64_t>(offsets[i]) - offsets[i - 1]);
+  }
+  return longest;
+}
+
+// The wire's conventions turned into an AttentionProblem (no rule checked
+// here beyond the wire's own: missing or contradictory fields). With
+// varlen, also the host copies of the offsets.
+absl::Status DecodeProblem(const pb::AttendRequest& request, RequestSpec* spec) {
   if (!request.has_shape()) {
     return absl::InvalidArgumentError(
         "shape is missing; set shape.batch, shape.seq_len, shape.num_heads and shape.head_dim");
   }
-  const pb::TensorShape& proto = request.shape();
-  Shape shape{proto.batch(), proto.seq_len(), proto.num_heads(), proto.head_dim()};
-  for (const Shape::NamedDim& dim : shape.NamedDims()) {
-    if (dim.value < 1 || dim.value > kMaxDimension) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "shape.%s is %d; it must be between 1 and %d", dim.name, dim.value, kMaxDimension));
+  const pb::TensorShape& shape = request.shape();
+  AttentionProblem& p = spec->problem;
+  p.batch = shape.batch();
+  p.seqlen_q = shape.seq_len();
+  p.seqlen_k = shape.kv_seq_len() != 0 ? shape.kv_seq_len() : shape.seq_len();
+  p.heads_q = shape.num_heads();
+  p.heads_kv = shape.kv_num_heads() != 0 ? shape.kv_num_heads() : shape.num_heads();
+  p.head_dim = shape.head_dim();
+  p.causal = request.causal();
+  p.window_left = request.has_window_left() ? request.window_left() : -1;
+  p.window_right = request.has_window_right() ? request.window_right() : -1;
+  p.return_lse = request.return_lse();
+
+  const auto& cu_q = request.cu_seqlens_q();
+  const auto& cu_k = request.cu_seqlens_k();
+  if (cu_q.empty() && cu_k.empty()) return absl::OkStatus();
+  if (cu_q.empty() || cu_k.empty()) {
+    const bool q_empty = cu_q.empty();
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s is empty but %s has %d offsets; varlen needs both (batch + 1 offsets each), "
+        "otherwise leave both empty",
+        q_empty ? "cu_seqlens_q" : "cu_seqlens_k", q_empty ? "cu_seqlens_k" : "cu_seqlens_q",
+        q_empty ? cu_k.size() : cu_q.size()));
+  }
+  if (cu_q.size() != cu_k.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cu_seqlens_q has %d offsets and cu_seqlens_k %d; both hold batch + 1", cu_q.size(),
+        cu_k.size()));
+  }
+  const int64_t sequences = cu_q.size() - 1;
+  if (shape.batch() != 0 && shape.batch() != sequences) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "shape.batch is %d but cu_seqlens_q has %d offsets (%d sequences); set shape.batch to "
+        "%d or 0",
+        shape.batch(), cu_q.size(), sequences, sequences));
+  }
+  p.varlen = true;
+  p.batch = sequences;
+  p.seqlen_q = shape.seq_len() != 0 ? shape.seq_len() : LongestSequence(cu_q);
+  p.seqlen_k = shape.kv_seq_len() != 0 ? shape.kv_seq_len() : LongestSequence(cu_k);
+  p.total_q = cu_q[cu_q.size() - 1];
+  p.total_k = cu_k[cu_k.size() - 1];
+  spec->cu_seqlens_q.assign(cu_q.begin(), cu_q.end());
+  spec->cu_seqlens_k.assign(cu_k.begin(), cu_k.end());
+  return absl::OkStatus();
+}
+
+// The kernel library names the problem's fields; the wire names them
+// differently. Appends the wire names of those `status` mentions, e.g.
+// "... (heads_kv is shape.kv_num_heads)".
+absl::Status WithWireNames(const absl::Status& status, const AttentionProblem& problem) {
+  if (status.ok()) return status;
+  const bool varlen = problem.varlen;
+  const std::pair<absl::string_view, std::string> names[] = {
+      {"batch", varlen ? "the number of cu_seqlens_q offsets - 1" : "shape.batch"},
+      {"seqlen_q",
+       varlen ? "shape.seq_len, or the longest sequence of cu_seqlens_q when 0" : "shape.seq_len"},
+      {"seqlen_k", varlen ? "shape.kv_seq_len, or the longest sequence of cu_seqlens_k when 0"
+                          : "shape.kv_seq_len, or shape.seq_len when 0"},
+      {"heads_q", "shape.num_heads"},
+      {"heads_kv", "shape.kv_num_heads, or shape.num_heads when 0"},
+      {"head_dim", "shape.head_dim"},
+      {"total_q", "the last offset of cu_seqlens_q"},
+      {"total_k", "the last offset of cu_seqlens_k"},
+      {"varlen", "set by cu_seqlens_q and cu_seqlens_k"},
+  };
+  const absl::string_view message = status.message();
+  auto is_word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::vector<std::string> glossary;
+  for (const auto& [library, wire] : names) {
+    for (size_t at = message.find(library); at != absl::string_view::npos;
+         at = message.find(library, at + 1)) {
+      const size_t end = at + library.size();
+      const bool starts = at == 0 || (!is_word_char(message[at - 1]) && message[at - 1] != '.');
+      const bool ends = end == message.size() || !is_word_char(message[end]);
+      if (starts && ends) {
+        glossary.push_back(absl::StrCat(library, " is ", wire));
+        break;
+      }
     }
   }
-  // Elements of one tensor, saturating instead of overflowing int64.
+  if (glossary.empty()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(message, " (", absl::StrJoin(glossary, "; "), ")"));
+}
+
+// RESOURCE_EXHAUSTED when `tokens` x `heads` x head_dim elements exceed the
+// server's per-tensor limit (saturating instead of overflowing).
+absl::Status CheckTokenLimit(const char* name, const std::string& shape_text, int64_t tokens,
+                             int64_t heads, int64_t head_dim, const Limits& limits) {
   int64_t elements = 1;
   bool overflow = false;
-  for (const Shape::NamedDim& dim : shape.NamedDims()) {
-    if (elements > std::numeric_limits<int64_t>::max() / dim.value) {
+  for (int64_t factor : {tokens, heads, head_dim}) {
+    if (factor > 0 && elements > std::numeric_limits<int64_t>::max() / factor) {
       overflow = true;
       break;
     }
-    elements *= dim.value;
+    elements *= factor;
   }
-  if (overflow || elements > limits.max_tokens_per_request) {
-    const std::string needed = overflow ? std::string("more than 2^63") : absl::StrCat(elements);
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "request needs %s tokens (batch*seq_len*num_heads*head_dim of shape %s); this "
-        "server's limit is %d (--max_tokens_per_request)",
-        needed, shape.ToString(), limits.max_tokens_per_request));
-  }
-  return shape;
+  if (!overflow && elements <= limits.max_tokens_per_request) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s needs %s elements (shape %s); this server's limit is %d (--max_tokens_per_request)",
+      name, overflow ? std::string("more than 2^63") : absl::StrCat(elements), shape_text,
+      limits.max_tokens_per_request));
 }
 
 }  // namespace
+
+const char* InputName(InputTensor tensor) {
+  switch (tensor) {
+    case InputTensor::kQ:
+      return "q";
+    case InputTensor::kK:
+      return "k";
+    case InputTensor::kV:
+      return "v";
+  }
+  return "?";
+}
+
+int64_t InputBytes(const RequestSpec& spec, InputTensor tensor) {
+  return tensor == InputTensor::kQ ? spec.QBytes() : spec.KVBytes();
+}
+
+std::string InputShapeText(const RequestSpec& spec, InputTensor tensor) {
+  const AttentionProblem& p = spec.problem;
+  const bool is_q = tensor == InputTensor::kQ;
+  const int64_t heads = is_q ? p.heads_q : p.heads_kv;
+  if (p.varlen) {
+    return absl::StrFormat("[%d, %d, %d] packed by %s", is_q ? p.total_q : p.total_k, heads,
+                           p.head_dim, is_q ? "cu_seqlens_q" : "cu_seqlens_k");
+  }
+  return absl::StrFormat("[%d, %d, %d, %d]", p.batch, is_q ? p.seqlen_q : p.seqlen_k, heads,
+                         p.head_dim);
+}
 
 absl::StatusOr<RequestSpec> DecodeRequestHeader(const pb::AttendRequest& request,
                                                 const Limits& limits,
@@ -87,30 +211,49 @@ absl::StatusOr<RequestSpec> DecodeRequestHeader(const pb::AttendRequest& request
   RETURN_IF_ERROR(CheckPrintable("request_id", request.request_id(), kMaxRequestIdBytes));
   spec.request_id = request.request_id();
   ASSIGN_OR_RETURN(spec.dtype, DecodeDType(request.dtype()));
-  ASSIGN_OR_RETURN(spec.shape, DecodeShape(request, limits));
+  RETURN_IF_ERROR(DecodeProblem(request, &spec));
+  AttentionProblem& p = spec.problem;
   if (request.has_softmax_scale()) {
     const float scale = request.softmax_scale();
     if (!std::isfinite(scale) || scale <= 0.0f) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "softmax_scale is %g; it must be finite and > 0 (or unset for 1/sqrt(head_dim))", scale));
     }
-    spec.softmax_scale = scale;
+    p.softmax_scale = scale;
+  }
+  if (p.varlen) {
+    RETURN_IF_ERROR(WithWireNames(ValidateCuSeqlens(spec.cu_seqlens_q.data(), p.batch, p.total_q,
+                                                    p.seqlen_q, "cu_seqlens_q"),
+                                  p));
+    RETURN_IF_ERROR(WithWireNames(ValidateCuSeqlens(spec.cu_seqlens_k.data(), p.batch, p.total_k,
+                                                    p.seqlen_k, "cu_seqlens_k"),
+                                  p));
   }
   RETURN_IF_ERROR(CheckPrintable("kernel", request.kernel(), kMaxKernelNameBytes));
-  ASSIGN_OR_RETURN(spec.kernel, catalog.Resolve(request.kernel(), spec.shape));
+  absl::StatusOr<const KernelHandle*> kernel = catalog.Resolve(request.kernel(), p);
+  if (!kernel.ok()) return WithWireNames(kernel.status(), p);
+  spec.kernel = *kernel;
+  // Within the kernel's rules; now this server's buffers. A varlen sequence
+  // counts as at least one token, so rows (LSE, offsets) stay bounded too.
+  RETURN_IF_ERROR(CheckTokenLimit("q", InputShapeText(spec, InputTensor::kQ),
+                                  std::max(p.QTokens(), p.batch), p.heads_q, p.head_dim, limits));
+  RETURN_IF_ERROR(CheckTokenLimit("k", InputShapeText(spec, InputTensor::kK),
+                                  std::max(p.KVTokens(), p.batch), p.heads_kv, p.head_dim,
+                                  limits));
   return spec;
 }
 
-absl::Status CheckTensorBytes(absl::string_view name, int64_t bytes, const RequestSpec& spec) {
-  const int64_t needed = spec.TensorBytes();
+absl::Status CheckTensorBytes(InputTensor tensor, int64_t bytes, const RequestSpec& spec) {
+  const int64_t needed = InputBytes(spec, tensor);
   if (bytes == needed) return absl::OkStatus();
+  const char* name = InputName(tensor);
   if (bytes == 0) {
     return absl::InvalidArgumentError(absl::StrFormat("%s is empty; shape %s in %s needs %d bytes",
-                                                      name, spec.shape.ToString(),
+                                                      name, InputShapeText(spec, tensor),
                                                       DTypeName(spec.dtype), needed));
   }
   return absl::InvalidArgumentError(absl::StrFormat("%s has %d bytes; shape %s in %s needs %d",
-                                                    name, bytes, spec.shape.ToString(),
+                                                    name, bytes, InputShapeText(spec, tensor),
                                                     DTypeName(spec.dtype), needed));
 }
 
@@ -118,9 +261,11 @@ absl::StatusOr<RequestSpec> DecodeAttendRequest(const pb::AttendRequest& request
                                                 const Limits& limits,
                                                 const KernelCatalog& catalog) {
   ASSIGN_OR_RETURN(RequestSpec spec, DecodeRequestHeader(request, limits, catalog));
-  RETURN_IF_ERROR(CheckTensorBytes("q", static_cast<int64_t>(request.q().size()), spec));
-  RETURN_IF_ERROR(CheckTensorBytes("k", static_cast<int64_t>(request.k().size()), spec));
-  RETURN_IF_ERROR(CheckTensorBytes("v", static_cast<int64_t>(request.v().size()), spec));
+  const std::string* tensors[3] = {&request.q(), &request.k(), &request.v()};
+  for (InputTensor t : {InputTensor::kQ, InputTensor::kK, InputTensor::kV}) {
+    RETURN_IF_ERROR(
+        CheckTensorBytes(t, static_cast<int64_t>(tensors[static_cast<int>(t)]->size()), spec));
+  }
   return spec;
 }
 
@@ -128,11 +273,15 @@ pb::DType ToProto(DType dtype) {
   return dtype == DType::kBFloat16 ? pb::DTYPE_BFLOAT16 : pb::DTYPE_FLOAT16;
 }
 
-void ToProto(const Shape& shape, pb::TensorShape* proto) {
-  proto->set_batch(shape.batch);
-  proto->set_seq_len(shape.seq_len);
-  proto->set_num_heads(shape.num_heads);
-  proto->set_head_dim(shape.head_dim);
+void ToProto(const AttentionProblem& problem, pb::TensorShape* proto) {
+  proto->set_batch(problem.batch);
+  proto->set_seq_len(problem.seqlen_q);
+  proto->set_num_heads(problem.heads_q);
+  proto->set_head_dim(problem.head_dim);
+  // Left 0 (and so off the wire) when equal: a request without the kv
+  // fields gets back exactly the shape it sent.
+  proto->set_kv_seq_len(problem.seqlen_k != problem.seqlen_q ? problem.seqlen_k : 0);
+  proto->set_kv_num_heads(problem.heads_kv != problem.heads_q ? problem.heads_kv : 0);
 }
 
 void ToProto(const PhaseTimes& times, pb::Timing* proto) {
@@ -155,9 +304,9 @@ void EncodeResponseHeader(const RequestSpec& spec, const PhaseTimes& times,
                           pb::AttendResponse* response) {
   response->set_request_id(spec.request_id);
   response->set_dtype(ToProto(spec.dtype));
-  ToProto(spec.shape, response->mutable_shape());
+  ToProto(spec.problem, response->mutable_shape());
   ToProto(times, response->mutable_timing());
-  response->set_kernel(spec.kernel.name);
+  response->set_kernel(spec.kernel_info().name);
   response->set_backend(std::string(backend));
   response->set_device(std::string(device));
   response->set_kernel_tflops(KernelTflops(spec, times.kernel_ns));

@@ -5,19 +5,31 @@
 // that describe a finished job. Pure functions of their inputs; no I/O, no
 // gRPC server types, no CUDA.
 //
+// A request without the newer fields (kv_*, causal, window_*, return_lse,
+// cu_seqlens_*) means non-causal self-attention, exactly as before they
+// existed. The kernel library owns the problem's rules: the codec turns the
+// wire's conventions (0 = same as Q, unset window = -1, varlen lengths from
+// cu_seqlens) into an attn::AttentionProblem and calls the library's checks
+// (attn::ValidateCuSeqlens, and attn::ValidateArgs through the catalog);
+// what it checks itself is the wire's own business (missing or
+// contradictory fields, byte counts) and this server's limits.
+//
 // Errors name the field and the limit:
 //   INVALID_ARGUMENT   "dtype is DTYPE_UNSPECIFIED; set DTYPE_FLOAT16 or ..."
-//                      "shape.batch is 0; it must be between 1 and 2147483648"
 //                      "q has 1000 bytes; shape [1, 4, 2, 64] in bf16 needs 1024"
-//                      "shape.head_dim is 64; kernel 'k07_autotuned' supports only ..."
-//   RESOURCE_EXHAUSTED "request needs 4194304 tokens; this server's limit is 1048576
-//                       (--max_tokens_per_request)"
+//                      "cu_seqlens_k is empty but cu_seqlens_q has 3 offsets; ..."
+//                      the library's rules, with the wire names of the fields:
+//                      "heads_q (6) must be a multiple of heads_kv (4) (heads_q is
+//                       shape.num_heads; heads_kv is shape.kv_num_heads, ...)"
+//   RESOURCE_EXHAUSTED "k needs 4194304 elements (shape [1, 4096, 8, 128]); this server's limit
+//                       is 1048576 (--max_tokens_per_request)"
 //   NOT_FOUND          unknown kernel name
 //   FAILED_PRECONDITION a kernel of the other backend
 #ifndef ATTN_SERVER_TENSOR_CODEC_H_
 #define ATTN_SERVER_TENSOR_CODEC_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -31,32 +43,45 @@ namespace attn::server {
 
 inline constexpr size_t kMaxRequestIdBytes = 128;
 inline constexpr size_t kMaxKernelNameBytes = 128;
-// Largest single dimension (keeps every byte offset in int64).
-inline constexpr int64_t kMaxDimension = int64_t{1} << 31;
 
 // Checks and converts everything of `request` except the tensor bytes:
-// request_id, dtype, shape and its size against `limits`, softmax_scale,
-// and the kernel (resolved through `catalog`). request_id is copied as is
-// (possibly empty).
+// request_id, dtype, the problem (shape, mask, LSE, cu_seqlens) and its size
+// against `limits`, softmax_scale, and the kernel (resolved through
+// `catalog`, which checks the problem against the kernel's rules).
+// request_id is copied as is (possibly empty).
 absl::StatusOr<RequestSpec> DecodeRequestHeader(const attnserve::v1::AttendRequest& request,
                                                 const Limits& limits, const KernelCatalog& catalog);
 
-// INVALID_ARGUMENT unless tensor `name` ("q", "k", "v") has exactly the
-// bytes `spec` needs.
-absl::Status CheckTensorBytes(absl::string_view name, int64_t bytes, const RequestSpec& spec);
+// Input tensors of a request, in wire order.
+enum class InputTensor : int { kQ = 0, kK = 1, kV = 2 };
+const char* InputName(InputTensor tensor);  // "q", "k", "v"
+// Bytes `spec` needs in `tensor`: spec.QBytes() for q, spec.KVBytes() for k, v.
+int64_t InputBytes(const RequestSpec& spec, InputTensor tensor);
+// The dimensions of `tensor` for messages: "[1, 4, 2, 64]" ([batch, seq,
+// heads, head_dim]), or "[12, 2, 64] packed by cu_seqlens_q" with varlen.
+std::string InputShapeText(const RequestSpec& spec, InputTensor tensor);
+
+// INVALID_ARGUMENT unless `tensor` has exactly the bytes `spec` needs,
+// naming the tensor, its shape and the expected size.
+absl::Status CheckTensorBytes(InputTensor tensor, int64_t bytes, const RequestSpec& spec);
 
 // DecodeRequestHeader, then the byte counts of q, k and v.
 absl::StatusOr<RequestSpec> DecodeAttendRequest(const attnserve::v1::AttendRequest& request,
                                                 const Limits& limits, const KernelCatalog& catalog);
 
 attnserve::v1::DType ToProto(DType dtype);
-void ToProto(const Shape& shape, attnserve::v1::TensorShape* proto);
+// The problem's shape as the wire describes it: the resolved lengths (varlen:
+// sequences and longest lengths); kv_seq_len and kv_num_heads only where they
+// differ from seq_len and num_heads (0 = the same, as in requests).
+void ToProto(const AttentionProblem& problem, attnserve::v1::TensorShape* proto);
 void ToProto(const PhaseTimes& times, attnserve::v1::Timing* proto);
 
-// 4*B*H*S*S*D / kernel time, in TFLOP/s; 0 when kernel_ns is 0.
+// spec.Flops() (4*D*Hq*visible query-key pairs; 4*B*H*S*S*D for
+// self-attention) / kernel time, in TFLOP/s; 0 when kernel_ns is 0.
 double KernelTflops(const RequestSpec& spec, int64_t kernel_ns);
 
-// Every field of `response` except `out`: what ran, where, and how long.
+// Every field of `response` except `out` and `lse`: what ran, where, and
+// how long.
 void EncodeResponseHeader(const RequestSpec& spec, const PhaseTimes& times,
                           absl::string_view backend, absl::string_view device,
                           attnserve::v1::AttendResponse* response);
