@@ -70,36 +70,8 @@ absl::StatusOr<AttentionInputs> LoadInputs(const AttendCommandOptions& options) 
 
 // The geometry of random inputs from --shape, --kv_shape and the offsets.
 absl::StatusOr<AttentionInputs> RandomGeometry(const AttendCommandOptions& options) {
-  AttentionInputs g;
-  g.dtype = options.dtype.value_or(DType::kBFloat16);
-  g.shape = options.shape;
-  for (const Shape::NamedDim& dim : g.shape.NamedDims()) {
-    if (dim.value < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--shape ", g.shape.ToString(), ": every dimension must be >= 1"));
-    }
-  }
-  if (options.kv_shape.has_value()) {
-    const Shape& kv = *options.kv_shape;
-    if (kv.batch != g.shape.batch || kv.head_dim != g.shape.head_dim || kv.seq_len < 1 ||
-        kv.num_heads < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--kv_shape ", kv.ToString(), " does not go with --shape ", g.shape.ToString(),
-          ": batch and head_dim must agree, kv_seq_len and kv_num_heads be >= 1"));
-    }
-    if (kv.seq_len != g.shape.seq_len) g.kv_seq_len = kv.seq_len;
-    if (kv.num_heads != g.shape.num_heads) g.kv_num_heads = kv.num_heads;
-  }
-  if (!options.cu_seqlens_q.empty()) {
-    g.cu_seqlens_q = options.cu_seqlens_q;
-    g.cu_seqlens_k = options.cu_seqlens_k;
-    g.shape.batch = static_cast<int64_t>(g.cu_seqlens_q.size()) - 1;
-    g.shape.seq_len = 0;
-    g.kv_seq_len = 0;
-    g.shape.seq_len = g.SeqLenQ();
-    g.kv_seq_len = g.SeqLenKv();
-  }
-  return g;
+  return MakeGeometry(options.shape, options.dtype.value_or(DType::kBFloat16), options.kv_shape,
+                      options.cu_seqlens_q, options.cu_seqlens_k);
 }
 
 bool UsesBreadth(const AttentionInputs& inputs, const AttendOptions& call) {

@@ -26,33 +26,18 @@
 #include "attn/client/attention_client.h"
 #include "connection_flags.h"
 #include "exit_codes.h"
+#include "problem_flags.h"
 #include "query_commands.h"
 
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(60), "Deadline of each call.");
 
 ABSL_FLAG(std::string, shape, "1,128,4,64",
           "attend: B,S,H,D (batch, seq_len, num_heads, head_dim) of random inputs.");
-ABSL_FLAG(std::string, kv_shape, "",
-          "attend: B,Skv,Hkv,D of random K and V (kv_seq_len, kv_num_heads; B and D as in "
-          "--shape; Hkv must divide H: GQA, 1 = MQA). Empty: --shape.");
-ABSL_FLAG(bool, causal, false,
-          "attend: causal mask, aligned to the bottom right when Skv != S (query i sees keys "
-          "j <= i + Skv - S), as FlashAttention-2.");
-ABSL_FLAG(std::string, window, "-1,-1",
-          "attend: sliding window L,R (FA2 window_size): query i sees keys j with "
-          "i + Skv - S - L <= j <= i + Skv - S + R; -1 = unbounded on that side.");
-ABSL_FLAG(bool, lse, false,
-          "attend: also return the log-sum-exp of every query row (float32); prints a summary "
-          "and --check compares it.");
+// --kv_shape, --causal, --window, --lse, --cu_seqlens_q/_k, --seqlens_q/_k:
+// problem_flags.h.
 ABSL_FLAG(std::string, lse_out, "",
           "attend: write the LSE here as float32 .npy, [B, H, S] (varlen [H, total_q]); implies "
           "--lse.");
-ABSL_FLAG(std::string, cu_seqlens_q, "",
-          "attend: varlen (packed sequences, as flash_attn_varlen_func): query token offsets "
-          "0,l0,l0+l1,... (batch + 1 of them). Random inputs then take B and S from them; .npy "
-          "inputs are 3-D [total, H, D].");
-ABSL_FLAG(std::string, cu_seqlens_k, "",
-          "attend: varlen key/value token offsets, as many as --cu_seqlens_q.");
 ABSL_FLAG(std::string, dtype, "",
           "attend: bf16 or fp16. Default: the .npy files' dtype, else bf16. Converts float32/64 "
           ".npy inputs.");
@@ -98,30 +83,6 @@ constexpr char kUsage[] =
     "--window=128,0\n"
     "  attn_cli health --address=localhost:50051";
 
-// "0,3,10" -> {0, 3, 10}; false for anything else (an empty text is an
-// empty list).
-bool ParseOffsets(const std::string& text, std::vector<int32_t>* offsets) {
-  offsets->clear();
-  if (text.empty()) return true;
-  for (absl::string_view part : absl::StrSplit(text, ',')) {
-    int32_t value;
-    if (!absl::SimpleAtoi(part, &value)) return false;
-    offsets->push_back(value);
-  }
-  return true;
-}
-
-bool ParseShape(const std::string& text, attn::Shape* shape) {
-  const std::vector<std::string> parts = absl::StrSplit(text, ',');
-  int64_t dims[4];
-  if (parts.size() != 4) return false;
-  for (int i = 0; i < 4; ++i) {
-    if (!absl::SimpleAtoi(parts[i], &dims[i])) return false;
-  }
-  *shape = attn::Shape{dims[0], dims[1], dims[2], dims[3]};
-  return true;
-}
-
 attn::ClientOptions ClientOptionsFromFlags() {
   attn::ClientOptions options = attn::tools::ClientOptionsFromFlags();
   options.rpc_timeout = absl::GetFlag(FLAGS_timeout);
@@ -131,42 +92,21 @@ attn::ClientOptions ClientOptionsFromFlags() {
 // Fills `options` from the attend flags; false (after printing why) when a
 // value is malformed.
 bool AttendOptionsFromFlags(attn::cli::AttendCommandOptions* options) {
-  if (!ParseShape(absl::GetFlag(FLAGS_shape), &options->shape)) {
+  if (!attn::tools::ParseShapeFlag(absl::GetFlag(FLAGS_shape), &options->shape)) {
     std::cerr << "attend: --shape must be B,S,H,D (four integers), got '"
               << absl::GetFlag(FLAGS_shape) << "'\n";
     return false;
   }
-  const std::string kv_shape = absl::GetFlag(FLAGS_kv_shape);
-  if (!kv_shape.empty()) {
-    attn::Shape parsed;
-    if (!ParseShape(kv_shape, &parsed)) {
-      std::cerr << "attend: --kv_shape must be B,Skv,Hkv,D (four integers), got '" << kv_shape
-                << "'\n";
-      return false;
-    }
-    options->kv_shape = parsed;
-  }
-  {
-    const std::string window = absl::GetFlag(FLAGS_window);
-    const std::vector<std::string> parts = absl::StrSplit(window, ',');
-    int64_t left, right;
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &left) ||
-        !absl::SimpleAtoi(parts[1], &right) || left < -1 || right < -1) {
-      std::cerr << "attend: --window must be L,R (integers >= -1; -1 = unbounded), got '" << window
-                << "'\n";
-      return false;
-    }
-    options->call.window_left = left;
-    options->call.window_right = right;
-  }
-  options->call.causal = absl::GetFlag(FLAGS_causal);
-  options->call.return_lse = absl::GetFlag(FLAGS_lse);
-  options->lse_out_path = absl::GetFlag(FLAGS_lse_out);
-  if (!ParseOffsets(absl::GetFlag(FLAGS_cu_seqlens_q), &options->cu_seqlens_q) ||
-      !ParseOffsets(absl::GetFlag(FLAGS_cu_seqlens_k), &options->cu_seqlens_k)) {
-    std::cerr << "attend: --cu_seqlens_q/--cu_seqlens_k must be comma-separated integers\n";
+  absl::StatusOr<attn::tools::ProblemFlagValues> problem = attn::tools::ProblemFlagsFromFlags();
+  if (!problem.ok()) {
+    std::cerr << "attend: " << problem.status().message() << "\n";
     return false;
   }
+  problem->ApplyTo(&options->call);
+  options->kv_shape = problem->kv_shape;
+  options->cu_seqlens_q = problem->cu_seqlens_q;
+  options->cu_seqlens_k = problem->cu_seqlens_k;
+  options->lse_out_path = absl::GetFlag(FLAGS_lse_out);
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
   if (!dtype.empty()) {
     attn::DType parsed;

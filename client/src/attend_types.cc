@@ -18,12 +18,10 @@ int64_t Longest(const std::vector<int32_t>& cu_seqlens) {
   return longest;
 }
 
-absl::Status CheckOffsets(const char* name, const std::vector<int32_t>& cu_seqlens,
-                          int64_t batch) {
+absl::Status CheckOffsets(const char* name, const std::vector<int32_t>& cu_seqlens, int64_t batch) {
   if (static_cast<int64_t>(cu_seqlens.size()) != batch + 1) {
-    return absl::InvalidArgumentError(absl::StrCat(name, " has ", cu_seqlens.size(),
-                                                   " offsets; batch ", batch, " needs ",
-                                                   batch + 1));
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, " has ", cu_seqlens.size(), " offsets; batch ", batch, " needs ", batch + 1));
   }
   if (cu_seqlens.front() != 0) {
     return absl::InvalidArgumentError(
@@ -31,9 +29,8 @@ absl::Status CheckOffsets(const char* name, const std::vector<int32_t>& cu_seqle
   }
   for (size_t b = 1; b < cu_seqlens.size(); ++b) {
     if (cu_seqlens[b] < cu_seqlens[b - 1]) {
-      return absl::InvalidArgumentError(absl::StrCat(name, " decreases at index ", b, " (",
-                                                     cu_seqlens[b - 1], " then ", cu_seqlens[b],
-                                                     ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, " decreases at index ", b, " (", cu_seqlens[b - 1], " then ", cu_seqlens[b], ")"));
     }
   }
   return absl::OkStatus();
@@ -89,8 +86,8 @@ absl::Status AttentionInputs::Validate() const {
   }
   if (kv_num_heads < 0 || shape.num_heads % NumHeadsKv() != 0) {
     return absl::InvalidArgumentError(absl::StrCat("kv_num_heads is ", kv_num_heads,
-                                                   "; it must divide num_heads ",
-                                                   shape.num_heads, " (0: num_heads)"));
+                                                   "; it must divide num_heads ", shape.num_heads,
+                                                   " (0: num_heads)"));
   }
   if (varlen()) {
     if (cu_seqlens_q.empty() || cu_seqlens_k.empty()) {
@@ -105,9 +102,9 @@ absl::Status AttentionInputs::Validate() const {
                        " but cu_seqlens_q has a sequence of ", Longest(cu_seqlens_q)));
     }
     if (kv_seq_len > 0 && Longest(cu_seqlens_k) > kv_seq_len) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("kv_seq_len (max_seqlen_k) is ", kv_seq_len,
-                       " but cu_seqlens_k has a sequence of ", Longest(cu_seqlens_k)));
+      return absl::InvalidArgumentError(absl::StrCat("kv_seq_len (max_seqlen_k) is ", kv_seq_len,
+                                                     " but cu_seqlens_k has a sequence of ",
+                                                     Longest(cu_seqlens_k)));
     }
   }
   const struct {
@@ -155,7 +152,8 @@ AttentionProblem AttentionInputs::Problem(const AttendOptions& options) const {
 
 double AttentionInputs::Flops(const AttendOptions& options) const {
   const AttentionProblem problem = Problem(options);
-  const bool offsets = problem.varlen && static_cast<int64_t>(cu_seqlens_q.size()) == shape.batch + 1 &&
+  const bool offsets = problem.varlen &&
+                       static_cast<int64_t>(cu_seqlens_q.size()) == shape.batch + 1 &&
                        cu_seqlens_k.size() == cu_seqlens_q.size();
   return problem.Flops(offsets ? cu_seqlens_q.data() : nullptr,
                        offsets ? cu_seqlens_k.data() : nullptr);
@@ -185,6 +183,49 @@ AttentionInputs MakeRandomInputs(AttentionInputs inputs, uint64_t seed) {
   return inputs;
 }
 
+absl::StatusOr<AttentionInputs> MakeGeometry(const Shape& shape, DType dtype,
+                                             const std::optional<Shape>& kv_shape,
+                                             std::vector<int32_t> cu_seqlens_q,
+                                             std::vector<int32_t> cu_seqlens_k) {
+  AttentionInputs g;
+  g.dtype = dtype;
+  g.shape = shape;
+  for (const Shape::NamedDim& dim : shape.NamedDims()) {
+    if (dim.value < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shape ", shape.ToString(), ": every dimension must be >= 1"));
+    }
+  }
+  if (kv_shape.has_value()) {
+    const Shape& kv = *kv_shape;
+    if (kv.batch != shape.batch || kv.head_dim != shape.head_dim || kv.seq_len < 1 ||
+        kv.num_heads < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("kv shape ", kv.ToString(), " does not go with shape ", shape.ToString(),
+                       ": batch and head_dim must agree, kv_seq_len and kv_num_heads be >= 1"));
+    }
+    if (kv.seq_len != shape.seq_len) g.kv_seq_len = kv.seq_len;
+    if (kv.num_heads != shape.num_heads) g.kv_num_heads = kv.num_heads;
+  }
+  if (cu_seqlens_q.empty() != cu_seqlens_k.empty()) {
+    return absl::InvalidArgumentError(
+        "cu_seqlens_q and cu_seqlens_k: give both (varlen) or neither");
+  }
+  if (!cu_seqlens_q.empty()) {
+    if (cu_seqlens_q.size() < 2) {
+      return absl::InvalidArgumentError("cu_seqlens_q: at least two offsets (one sequence)");
+    }
+    g.shape.batch = static_cast<int64_t>(cu_seqlens_q.size()) - 1;
+    g.cu_seqlens_q = std::move(cu_seqlens_q);
+    g.cu_seqlens_k = std::move(cu_seqlens_k);
+    g.shape.seq_len = 0;
+    g.kv_seq_len = 0;
+    g.shape.seq_len = g.SeqLenQ();
+    g.kv_seq_len = g.SeqLenKv();
+  }
+  return g;
+}
+
 std::vector<int32_t> CumulativeSeqlens(const std::vector<int64_t>& lengths) {
   std::vector<int32_t> offsets{0};
   for (int64_t length : lengths) offsets.push_back(static_cast<int32_t>(offsets.back() + length));
@@ -192,7 +233,8 @@ std::vector<int32_t> CumulativeSeqlens(const std::vector<int64_t>& lengths) {
 }
 
 int64_t ServerTiming::OtherNs() const {
-  return std::max<int64_t>(0, total_ns - receive_ns - decode_ns - queue_ns - h2d_ns - kernel_ns - d2h_ns);
+  return std::max<int64_t>(
+      0, total_ns - receive_ns - decode_ns - queue_ns - h2d_ns - kernel_ns - d2h_ns);
 }
 
 int64_t ClientTiming::NetworkNs(const ServerTiming& server) const {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "attn/dtype.h"
 #include "attn/problem.h"
@@ -91,6 +92,16 @@ AttentionInputs MakeRandomInputs(const Shape& shape, DType dtype, uint64_t seed)
 // The same for `geometry` (everything but q, k, v set): Q, then K, then V
 // are drawn, so a self-attention geometry gives MakeRandomInputs' tensors.
 AttentionInputs MakeRandomInputs(AttentionInputs geometry, uint64_t seed);
+
+// The geometry (everything but the tensors) of a call on Q of `shape` and K,
+// V of `kv_shape` (unset: Q's; its batch and head_dim must be Q's). With
+// offsets (both or neither), the sequences are packed: batch and the longest
+// lengths come from the offsets, the heads and head_dim from the shapes.
+// INVALID_ARGUMENT naming what does not fit.
+absl::StatusOr<AttentionInputs> MakeGeometry(const Shape& shape, DType dtype,
+                                             const std::optional<Shape>& kv_shape,
+                                             std::vector<int32_t> cu_seqlens_q = {},
+                                             std::vector<int32_t> cu_seqlens_k = {});
 
 // Offsets 0, l0, l0+l1, ... of sequences of `lengths` tokens (cu_seqlens).
 std::vector<int32_t> CumulativeSeqlens(const std::vector<int64_t>& lengths);
