@@ -220,9 +220,12 @@ int RunAttend(AttentionClient& client, const AttendCommandOptions& options, std:
         "  check: relative L2 error %.3e, max abs error %.3e, %d non-finite%s, vs float64 "
         "reference on %s (tolerance %.1e): %s\n",
         check.relative_l2_error, check.max_abs_error, check.non_finite, lse_part,
-        sampled ? absl::StrFormat("%d of %d query rows (up to %d per head)", check.rows_checked,
-                                  check.rows_total, options.check_rows)
-                : std::string("every element"),
+        !sampled ? std::string("every element")
+        : inputs.varlen()
+            ? absl::StrFormat("%d of %d query rows (up to %d per sequence and head)",
+                              check.rows_checked, check.rows_total, options.check_rows)
+            : absl::StrFormat("%d of %d query rows per head", options.check_rows,
+                              inputs.shape.seq_len),
         options.tolerance, pass ? "PASS" : "FAIL");
     if (!pass) return kExitCheckFailed;
   }
