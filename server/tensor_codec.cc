@@ -100,8 +100,8 @@ absl::Status DecodeProblem(const pb::AttendRequest& request, RequestSpec* spec) 
   const int64_t sequences = cu_q.size() - 1;
   if (shape.batch() != 0 && shape.batch() != sequences) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "shape.batch is %d but cu_seqlens_q has %d offsets (%d sequences); set shape.batch to "
-        "%d or 0",
+        "shape.batch is %d but cu_seqlens_q has %d offsets, i.e. batch %d; set shape.batch to %d "
+        "or 0",
         shape.batch(), cu_q.size(), sequences, sequences));
   }
   p.varlen = true;

@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -314,6 +315,14 @@ absl::Status ValidateArgs(const AttentionArgs& args, const KernelInfo& kernel) {
         !st.ok()) {
       return st;
     }
+  }
+
+  // GPU kernels step through K and V tiles with one row stride.
+  if (gpu && p.KVTokens() > 1 && args.k_strides.row != args.v_strides.row) {
+    return Invalid(absl::StrFormat(
+        "v_strides.row (%d) differs from k_strides.row (%d); GPU kernels need K and V rows the "
+        "same distance apart",
+        args.v_strides.row, args.k_strides.row));
   }
 
   // Host offsets (the CPU kernel) can be read here; device ones cannot.

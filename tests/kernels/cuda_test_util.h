@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -24,11 +25,21 @@ namespace attn::testing {
     if (::attn::ListCudaDevices().empty()) GTEST_SKIP() << "no CUDA device with compute capability >= 8.0"; \
   } while (0)
 
-// An owned device allocation; contents undefined until written.
+// An owned device allocation (at least 16 bytes, so a zero-sized tensor still
+// has a valid, aligned pointer); contents undefined until written.
 class DeviceBuffer {
  public:
   explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (cudaMalloc(&ptr_, bytes) != cudaSuccess) ptr_ = nullptr;
+    if (cudaMalloc(&ptr_, std::max<size_t>(bytes, 16)) != cudaSuccess) ptr_ = nullptr;
+  }
+  // A copy of `host` on the device.
+  template <class T>
+  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size() * sizeof(T)) {
+    if (ptr_ != nullptr && bytes_ > 0 &&
+        cudaMemcpy(ptr_, host.data(), bytes_, cudaMemcpyHostToDevice) != cudaSuccess) {
+      cudaFree(ptr_);
+      ptr_ = nullptr;
+    }
   }
   ~DeviceBuffer() { cudaFree(ptr_); }
   DeviceBuffer(const DeviceBuffer&) = delete;

@@ -3,6 +3,7 @@
 // Compiled twice: ATTN_E2E_BACKEND "cpu" (label cpu, runs in CI) and "cuda"
 // (label gpu; skips with a message when no CUDA device is visible).
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -13,8 +14,13 @@
 #include "absl/time/clock.h"
 #include "attn/attention.h"
 #include "attn/device.h"
+#include "attnserve_compat/v1/attention.pb.h"
 #include "e2e_util.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
 #include "test_util.h"
@@ -287,21 +293,23 @@ TEST_F(E2eTest, EveryBadRequestGetsItsStatusAndTheServerKeepsServing) {
       {"missing shape", [](pb::AttendRequest& r) { r.clear_shape(); },
        grpc::StatusCode::INVALID_ARGUMENT, "shape is missing"},
       {"zero batch", [](pb::AttendRequest& r) { r.mutable_shape()->set_batch(0); },
-       grpc::StatusCode::INVALID_ARGUMENT, "shape.batch is 0"},
+       grpc::StatusCode::INVALID_ARGUMENT, "batch is 0; it must be between 1 and"},
       {"zero seq_len", [](pb::AttendRequest& r) { r.mutable_shape()->set_seq_len(0); },
-       grpc::StatusCode::INVALID_ARGUMENT, "shape.seq_len is 0"},
+       grpc::StatusCode::INVALID_ARGUMENT, "seqlen_q is 0; it must be between 1 and"},
       {"negative heads", [](pb::AttendRequest& r) { r.mutable_shape()->set_num_heads(-2); },
-       grpc::StatusCode::INVALID_ARGUMENT, "shape.num_heads is -2"},
+       grpc::StatusCode::INVALID_ARGUMENT, "heads_q is -2"},
       {"huge head_dim",
        [](pb::AttendRequest& r) { r.mutable_shape()->set_head_dim(int64_t{1} << 40); },
-       grpc::StatusCode::INVALID_ARGUMENT, "shape.head_dim is 1099511627776; it must be between 1"},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "head_dim is 1099511627776; it must be between 1 and 2147483648 (head_dim is "
+       "shape.head_dim)"},
       {"huge seq_len",
        [](pb::AttendRequest& r) { r.mutable_shape()->set_seq_len(int64_t{1} << 30); },
        grpc::StatusCode::RESOURCE_EXHAUSTED, "(--max_tokens_per_request)"},
       {"unsupported head_dim",
-       [](pb::AttendRequest& r) { r.mutable_shape()->set_head_dim(kCuda ? 64 : 1024); },
+       [](pb::AttendRequest& r) { r.mutable_shape()->set_head_dim(kCuda ? 100 : 1024); },
        grpc::StatusCode::INVALID_ARGUMENT,
-       kCuda ? "shape.head_dim is 64; kernel '" : "shape.head_dim is 1024; kernel 'cpu_reference'"},
+       absl::StrCat("head_dim is ", kCuda ? 100 : 1024, "; kernel '", *default_kernel_, "'")},
       {"short q", [](pb::AttendRequest& r) { r.mutable_q()->resize(r.q().size() - 2); },
        grpc::StatusCode::INVALID_ARGUMENT,
        absl::StrCat("q has ", bytes - 2, " bytes; shape ", shape_text, " in bf16 needs ", bytes)},
@@ -330,12 +338,92 @@ TEST_F(E2eTest, EveryBadRequestGetsItsStatusAndTheServerKeepsServing) {
        grpc::StatusCode::INVALID_ARGUMENT, "softmax_scale is inf"},
       {"long request_id", [](pb::AttendRequest& r) { r.set_request_id(std::string(300, 'x')); },
        grpc::StatusCode::INVALID_ARGUMENT, "request_id has 300 bytes; the limit is 128"},
+      // The breadth fields.
+      {"heads not a multiple of kv heads",
+       [](pb::AttendRequest& r) { r.mutable_shape()->set_kv_num_heads(3); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       absl::StrCat("heads_q (", good.num_heads, ") must be a multiple of heads_kv (3)")},
+      {"k sized for another kv_seq_len",
+       [&](pb::AttendRequest& r) { r.mutable_shape()->set_kv_seq_len(good.seq_len / 2); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       absl::StrCat("k has ", bytes, " bytes; shape [1, ", good.seq_len / 2, ", ",
+                    good.num_heads, ", ", good.head_dim, "] in bf16 needs ", bytes / 2)},
+      {"window below -1", [](pb::AttendRequest& r) { r.set_window_left(-2); },
+       grpc::StatusCode::INVALID_ARGUMENT, "window_left is -2; it must be >= -1"},
+      {"only cu_seqlens_q",
+       [&](pb::AttendRequest& r) {
+         r.add_cu_seqlens_q(0);
+         r.add_cu_seqlens_q(static_cast<int32_t>(good.seq_len));
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "cu_seqlens_k is empty but cu_seqlens_q has 2 offsets"},
+      {"only cu_seqlens_k",
+       [&](pb::AttendRequest& r) {
+         r.add_cu_seqlens_k(0);
+         r.add_cu_seqlens_k(static_cast<int32_t>(good.seq_len));
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "cu_seqlens_q is empty but cu_seqlens_k has 2 offsets"},
+      {"cu_seqlens not increasing",
+       [&](pb::AttendRequest& r) {
+         const int32_t s = static_cast<int32_t>(good.seq_len);
+         r.mutable_shape()->set_batch(0);
+         for (int32_t offset : {0, s / 2 + 1, s / 2 - 1, s}) r.add_cu_seqlens_q(offset);
+         for (int32_t offset : {0, s / 4, s / 2, s}) r.add_cu_seqlens_k(offset);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       absl::StrCat("cu_seqlens_q[2] (", good.seq_len / 2 - 1,
+                    ") is less than cu_seqlens_q[1]")},
+      {"cu_seqlens not ending at the token count",
+       [&](pb::AttendRequest& r) {
+         r.add_cu_seqlens_q(0);
+         r.add_cu_seqlens_q(static_cast<int32_t>(good.seq_len - 4));
+         r.add_cu_seqlens_k(0);
+         r.add_cu_seqlens_k(static_cast<int32_t>(good.seq_len));
+       },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       absl::StrCat("q has ", bytes, " bytes; shape [", good.seq_len - 4, ", ", good.num_heads,
+                    ", ", good.head_dim, "] packed by cu_seqlens_q in bf16 needs ",
+                    bytes / good.seq_len * (good.seq_len - 4))},
+      {"cu_seqlens of different sizes",
+       [&](pb::AttendRequest& r) {
+         const int32_t s = static_cast<int32_t>(good.seq_len);
+         for (int32_t offset : {0, s}) r.add_cu_seqlens_q(offset);
+         for (int32_t offset : {0, s / 2, s}) r.add_cu_seqlens_k(offset);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "cu_seqlens_q has 2 offsets and cu_seqlens_k 3"},
+      {"cu_seqlens with another batch",
+       [&](pb::AttendRequest& r) {
+         r.mutable_shape()->set_batch(2);
+         for (int32_t offset : {0, static_cast<int32_t>(good.seq_len)}) {
+           r.add_cu_seqlens_q(offset);
+           r.add_cu_seqlens_k(offset);
+         }
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "shape.batch is 2 but cu_seqlens_q has 2 offsets"},
   };
   if (kCuda) {
-    cases.push_back({"seq_len off the block size",
-                     [](pb::AttendRequest& r) { r.mutable_shape()->set_seq_len(seq_unit_ + 1); },
-                     grpc::StatusCode::INVALID_ARGUMENT,
-                     absl::StrCat("shape.seq_len is ", seq_unit_ + 1, "; kernel '")});
+    // A ladder kernel (the seed's constraints) refuses what it cannot do.
+    std::string ladder;
+    for (const pb::KernelDescriptor& kernel : kernels_->kernels()) {
+      if (kernel.seq_multiple() > 1 && !kernel.window()) ladder = kernel.name();
+    }
+    if (!ladder.empty()) {
+      cases.push_back({"seq_len off the block size",
+                       [=](pb::AttendRequest& r) {
+                         r.set_kernel(ladder);
+                         r.mutable_shape()->set_seq_len(seq_unit_ + 1);
+                       },
+                       grpc::StatusCode::INVALID_ARGUMENT,
+                       absl::StrCat("seqlen_q is ", seq_unit_ + 1, "; kernel '", ladder,
+                                    "' needs a multiple of")});
+      cases.push_back({"window on a ladder kernel",
+                       [=](pb::AttendRequest& r) {
+                         r.set_kernel(ladder);
+                         r.set_window_left(16);
+                       },
+                       grpc::StatusCode::INVALID_ARGUMENT,
+                       absl::StrCat("window_left is 16; kernel '", ladder,
+                                    "' has no sliding window")});
+    }
     cases.push_back({"CPU kernel on the cuda backend",
                      [](pb::AttendRequest& r) { r.set_kernel("cpu_reference"); },
                      grpc::StatusCode::FAILED_PRECONDITION, "this server runs the cuda backend"});
@@ -370,6 +458,8 @@ TEST_F(E2eTest, EveryBadStreamGetsItsStatusAndTheServerKeepsServing) {
   };
   pb::AttendStreamRequest header_with_q = HeaderOf(request);
   header_with_q.mutable_header()->set_q(q);
+  pb::AttendRequest kv_half = request;  // K and V of half the tokens
+  kv_half.mutable_shape()->set_kv_seq_len(request.shape().seq_len() / 2);
   pb::AttendStreamRequest bad_header = HeaderOf(request);
   bad_header.mutable_header()->set_dtype(pb::DTYPE_UNSPECIFIED);
 
@@ -411,6 +501,14 @@ TEST_F(E2eTest, EveryBadStreamGetsItsStatusAndTheServerKeepsServing) {
        {HeaderOf(request), Chunk(pb::TENSOR_OUT, 0, half)},
        grpc::StatusCode::INVALID_ARGUMENT,
        "chunk.tensor is TENSOR_OUT"},
+      {"LSE chunk in a request",
+       {HeaderOf(request), Chunk(pb::TENSOR_LSE, 0, half)},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "chunk.tensor is TENSOR_LSE"},
+      {"k past its own size",
+       {HeaderOf(kv_half), Chunk(pb::TENSOR_K, 0, q)},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       absl::StrCat("chunk of k at offset 0 has ", bytes, " bytes, past the end of k")},
       {"unnamed chunk",
        {HeaderOf(request), Chunk(pb::TENSOR_UNSPECIFIED, 0, half)},
        grpc::StatusCode::INVALID_ARGUMENT,
@@ -590,6 +688,295 @@ TEST_F(E2eTest, MessageTokenAndStreamBufferLimits) {
   auto exit = (*server)->Stop();
   ASSERT_TRUE(exit.ok()) << exit.status();
   EXPECT_TRUE(exit->Clean()) << exit->ToString();
+}
+
+// The breadth features (issue 9), end to end: each case through Attend
+// against float64, LSE included where asked for.
+struct FeatureCase {
+  std::string name;
+  AttentionProblem problem;
+  std::vector<int32_t> q_lens, k_lens;  // varlen when not empty
+};
+
+AttentionProblem Problem(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,
+                         int64_t heads_kv, int64_t head_dim) {
+  AttentionProblem p = AttentionProblem::SelfAttention(batch, seqlen_q, heads_q, head_dim);
+  p.seqlen_k = seqlen_k;
+  p.heads_kv = heads_kv;
+  return p;
+}
+
+template <typename Mutate>
+AttentionProblem With(AttentionProblem p, Mutate mutate) {
+  mutate(p);
+  return p;
+}
+
+std::vector<FeatureCase> FeatureCases() {
+  auto causal = [](AttentionProblem& p) { p.causal = true; };
+  auto causal_lse = [](AttentionProblem& p) { p.causal = p.return_lse = true; };
+  auto lse = [](AttentionProblem& p) { p.return_lse = true; };
+  return {
+      {"causal", With(Problem(2, 33, 33, 2, 2, 64), causal_lse), {}, {}},
+      {"Sq<Sk causal", With(Problem(2, 7, 40, 2, 2, 64), causal), {}, {}},
+      {"Sq>Sk causal (rows without keys)", With(Problem(1, 40, 9, 2, 2, 64), causal_lse), {}, {}},
+      {"Sk>Sq", With(Problem(1, 12, 30, 2, 2, 64), lse), {}, {}},
+      {"GQA", With(Problem(2, 24, 24, 4, 2, 64), lse), {}, {}},
+      {"MQA causal", With(Problem(1, 20, 20, 3, 1, 64), causal), {}, {}},
+      {"window",
+       With(Problem(1, 48, 48, 2, 2, 64),
+            [](AttentionProblem& p) {
+              p.window_left = 8;
+              p.window_right = 4;
+              p.return_lse = true;
+            }),
+       {},
+       {}},
+      {"window causal Sq<Sk",
+       With(Problem(1, 16, 50, 2, 2, 64),
+            [](AttentionProblem& p) {
+              p.window_left = 10;
+              p.causal = true;
+            }),
+       {},
+       {}},
+      {"head_dim 96", With(Problem(1, 19, 19, 2, 2, 96), causal), {}, {}},
+      {"head_dim 256 GQA", With(Problem(1, 21, 21, 2, 1, 256), lse), {}, {}},
+      {"Sq=1 decode", With(Problem(3, 1, 37, 4, 1, 128), causal_lse), {}, {}},
+      {"Sq=Sk=1", Problem(1, 1, 1, 1, 1, 64), {}, {}},
+      {"varlen causal GQA (empty and keyless sequences)", With(Problem(0, 0, 0, 4, 2, 64), causal_lse),
+       {5, 0, 17, 3}, {9, 3, 17, 0}},
+      {"varlen window",
+       With(Problem(0, 0, 0, 2, 2, 64),
+            [](AttentionProblem& p) {
+              p.window_left = 5;
+              p.window_right = 2;
+            }),
+       {12, 7}, {12, 20}},
+      {"varlen scale", With(Problem(0, 0, 0, 1, 1, 64), [](AttentionProblem& p) {
+         p.softmax_scale = 0.3f;
+         p.return_lse = true;
+       }),
+       {3, 9}, {3, 9}},
+  };
+}
+
+ProblemInputs FeatureInputs(const FeatureCase& c, DType dtype) {
+  AttentionProblem problem = c.problem;
+  std::vector<int32_t> cu_q, cu_k;
+  if (!c.q_lens.empty()) SetVarlen(&problem, c.q_lens, c.k_lens, &cu_q, &cu_k);
+  return MakeProblemInputs(problem, dtype, FreshSeed(), std::move(cu_q), std::move(cu_k));
+}
+
+constexpr double kLseTolerance = 1e-3;
+
+TEST_F(E2eTest, DefaultKernelListsEveryFeature) {
+  for (const pb::KernelDescriptor& kernel : kernels_->kernels()) {
+    if (!kernel.is_default()) continue;
+    EXPECT_TRUE(kernel.causal() && kernel.window() && kernel.gqa() &&
+                kernel.kv_seq_len_differs() && kernel.lse() && kernel.varlen())
+        << kernel.ShortDebugString();
+    if (!kCuda) {
+      EXPECT_EQ(kernel.name(), kCpuKernelName);
+      EXPECT_EQ(kernel.head_dims_size(), 0) << "cpu_reference takes any head_dim";
+      EXPECT_EQ(kernel.head_dim(), 0);
+      EXPECT_EQ(kernel.max_head_dim(), kMaxCpuHeadDim);
+      EXPECT_EQ(kernel.min_compute_capability(), 0);
+    } else {
+      EXPECT_EQ(kernel.name(), kProductionKernelName);
+      EXPECT_GE(kernel.min_compute_capability(), 80);
+    }
+  }
+}
+
+TEST_F(E2eTest, EveryFeatureMatchesFloat64Reference) {
+  int index = 0;
+  for (const FeatureCase& c : FeatureCases()) {
+    const DType dtype = index++ % 2 == 0 ? DType::kBFloat16 : DType::kFloat16;
+    const ProblemInputs in = FeatureInputs(c, dtype);
+    const AttentionProblem& p = in.problem;
+    SCOPED_TRACE(c.name + " " + Describe(in));
+    pb::AttendResponse response;
+    grpc::Status status = Call(*stub_, MakeRequest(in, "feature"), &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_TRUE(ProblemOutputMatchesReference(in, response.out(), response.lse(),
+                                              Tolerance(dtype), kLseTolerance));
+    EXPECT_EQ(response.kernel(), *default_kernel_);
+    EXPECT_TRUE(TimingConsistent(response.timing()));
+    EXPECT_GT(response.kernel_tflops(), 0.0);
+    EXPECT_EQ(response.shape().batch(), p.batch);
+    EXPECT_EQ(response.shape().seq_len(), p.seqlen_q);
+    EXPECT_EQ(response.shape().num_heads(), p.heads_q);
+    EXPECT_EQ(response.shape().head_dim(), p.head_dim);
+    EXPECT_EQ(response.shape().kv_seq_len(), p.seqlen_k != p.seqlen_q ? p.seqlen_k : 0);
+    EXPECT_EQ(response.shape().kv_num_heads(), p.heads_kv != p.heads_q ? p.heads_kv : 0);
+  }
+}
+
+TEST_F(E2eTest, VarlenLengthsAndBatchDerivedFromCuSeqlens) {
+  const FeatureCase c = FeatureCases()[12];  // varlen causal GQA
+  ASSERT_FALSE(c.q_lens.empty());
+  const ProblemInputs in = FeatureInputs(c, DType::kBFloat16);
+  const pb::AttendRequest explicit_request = MakeRequest(in, "varlen-explicit");
+  pb::AttendRequest derived = explicit_request;
+  derived.set_request_id("varlen-derived");
+  derived.mutable_shape()->clear_batch();
+  derived.mutable_shape()->clear_seq_len();
+  derived.mutable_shape()->clear_kv_seq_len();
+  pb::AttendResponse a, b;
+  grpc::Status status = Call(*stub_, explicit_request, &a);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  status = Call(*stub_, derived, &b);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(a.out() == b.out()) << "outputs differ";
+  EXPECT_TRUE(a.lse() == b.lse()) << "LSEs differ";
+  EXPECT_EQ(b.shape().batch(), in.problem.batch);
+  EXPECT_EQ(b.shape().seq_len(), in.problem.seqlen_q);
+  EXPECT_EQ(b.shape().kv_seq_len(),
+            in.problem.seqlen_k != in.problem.seqlen_q ? in.problem.seqlen_k : 0);
+  EXPECT_EQ(b.shape().kv_num_heads(), in.problem.heads_kv);
+}
+
+TEST_F(E2eTest, FeaturesThroughAttendStream) {
+  for (int which : {3, 12}) {  // Sk>Sq with LSE; varlen causal GQA with LSE
+    const FeatureCase c = FeatureCases()[which];
+    const ProblemInputs in = FeatureInputs(c, DType::kBFloat16);
+    SCOPED_TRACE(c.name + " " + Describe(in));
+    const pb::AttendRequest request = MakeRequest(in, "stream-feature");
+    ASSERT_NE(request.q().size(), request.k().size()) << "K/V sized apart from Q";
+    pb::AttendResponse unary;
+    grpc::Status status = Call(*stub_, request, &unary);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    for (int64_t chunk_bytes : {int64_t{1001}, int64_t{1} << 20}) {
+      StreamResult streamed = AttendViaStream(*stub_, request, chunk_bytes);
+      ASSERT_TRUE(streamed.status.ok()) << streamed.status.error_message();
+      EXPECT_EQ(streamed.error, "");
+      EXPECT_TRUE(streamed.out == unary.out()) << "stream and unary outputs differ";
+      EXPECT_TRUE(streamed.lse == unary.lse()) << "stream and unary LSEs differ";
+      EXPECT_GE(streamed.lse_chunks, 1);
+      EXPECT_TRUE(streamed.header.lse().empty());
+      EXPECT_EQ(streamed.header.shape().SerializeAsString(), unary.shape().SerializeAsString());
+      EXPECT_TRUE(ProblemOutputMatchesReference(in, streamed.out, streamed.lse,
+                                                Tolerance(in.dtype), kLseTolerance));
+    }
+  }
+}
+
+// A client built against the proto before the breadth fields (commit
+// 14dca05): its bytes go through a generic call, and the answer, parsed
+// with the old messages, holds no field the old proto does not know, the
+// same shape it sent, and the same output as before: non-causal
+// self-attention.
+std::string Flatten(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(buffer.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& slice : slices) {
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  return bytes;
+}
+
+// Calls `method` of attnserve.v1.Attention with `request` bytes as they are.
+grpc::Status CallWithBytes(grpc::GenericStub& stub, const std::string& method,
+                           const std::string& request, std::string* response) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
+  grpc::Slice slice(request);
+  grpc::ByteBuffer request_buffer(&slice, 1);
+  grpc::ByteBuffer response_buffer;
+  grpc::Status status;
+  absl::Notification done;
+  stub.UnaryCall(&context, "/attnserve.v1.Attention/" + method, grpc::StubOptions(),
+                 &request_buffer, &response_buffer, [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  // The deadline bounds the call; this bound only guards against a hang.
+  if (!done.WaitForNotificationWithTimeout(absl::Seconds(300))) {
+    context.TryCancel();
+    done.WaitForNotification();
+  }
+  if (status.ok()) *response = Flatten(response_buffer);
+  return status;
+}
+
+// Every field of `message` (recursively) is known to its (old) descriptor.
+::testing::AssertionResult NoUnknownFields(const google::protobuf::Message& message) {
+  const google::protobuf::Reflection* reflection = message.GetReflection();
+  if (!reflection->GetUnknownFields(message).empty()) {
+    return ::testing::AssertionFailure()
+           << message.GetTypeName() << " has fields the old proto does not know";
+  }
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  reflection->ListFields(message, &fields);
+  for (const google::protobuf::FieldDescriptor* field : fields) {
+    if (field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE ||
+        field->is_repeated()) {
+      continue;
+    }
+    ::testing::AssertionResult nested = NoUnknownFields(reflection->GetMessage(message, field));
+    if (!nested) return nested;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST_F(E2eTest, OldProtoRequestIsAnsweredAsBefore) {
+  namespace old = ::attnserve_compat::v1;
+  const Shape shape = SmallShape(2, 1, 2);
+  const HostInputs in = MakeRandomInputs(shape, DType::kBFloat16, FreshSeed());
+  SCOPED_TRACE(Describe(in));
+  const pb::AttendRequest current = MakeRequest(in, "old-client");
+  old::AttendRequest legacy;
+  legacy.set_request_id("old-client");
+  legacy.set_dtype(old::DTYPE_BFLOAT16);
+  legacy.mutable_shape()->set_batch(shape.batch);
+  legacy.mutable_shape()->set_seq_len(shape.seq_len);
+  legacy.mutable_shape()->set_num_heads(shape.num_heads);
+  legacy.mutable_shape()->set_head_dim(shape.head_dim);
+  legacy.set_q(current.q());
+  legacy.set_k(current.k());
+  legacy.set_v(current.v());
+  const std::string wire = legacy.SerializeAsString();
+  ASSERT_EQ(wire, current.SerializeAsString()) << "the proto change was not additive";
+
+  grpc::GenericStub generic(server_->NewChannel());
+  std::string answer;
+  grpc::Status status = CallWithBytes(generic, "Attend", wire, &answer);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  old::AttendResponse response;
+  ASSERT_TRUE(response.ParseFromString(answer));
+  EXPECT_TRUE(NoUnknownFields(response));
+  EXPECT_EQ(response.request_id(), "old-client");
+  EXPECT_EQ(response.dtype(), old::DTYPE_BFLOAT16);
+  EXPECT_EQ(response.shape().SerializeAsString(), legacy.shape().SerializeAsString());
+  EXPECT_EQ(response.kernel(), *default_kernel_);
+  EXPECT_EQ(response.backend(), kBackend);
+  EXPECT_GT(response.kernel_tflops(), 0.0);
+  EXPECT_TRUE(OutputMatchesReference(in, DefaultScale(shape), response.out(), Tolerance(in.dtype)));
+  // The same request from a current client gets the same output.
+  pb::AttendResponse now;
+  status = Call(*stub_, current, &now);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(now.out() == response.out()) << "old and current clients got different outputs";
+  EXPECT_TRUE(now.lse().empty());
+
+  // Its errors read as before, too.
+  legacy.mutable_q()->resize(legacy.q().size() - 2);
+  status = CallWithBytes(generic, "Attend", legacy.SerializeAsString(), &answer);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(),
+            absl::StrCat("q has ", legacy.q().size(), " bytes; shape ", shape.ToString(),
+                         " in bf16 needs ", legacy.q().size() + 2));
+
+  // ListKernels still parses; its new capability fields are unknown there.
+  status = CallWithBytes(generic, "ListKernels", old::ListKernelsRequest().SerializeAsString(),
+                         &answer);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  old::ListKernelsResponse kernels;
+  ASSERT_TRUE(kernels.ParseFromString(answer));
+  ASSERT_EQ(kernels.kernels_size(), kernels_->kernels_size());
+  EXPECT_EQ(kernels.kernels(0).name(), kernels_->kernels(0).name());
 }
 
 // Admission control and deadlines need a request that holds the only worker

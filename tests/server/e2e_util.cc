@@ -38,6 +38,83 @@ pb::AttendRequest MakeRequest(const HostInputs& in, const std::string& request_i
   return request;
 }
 
+pb::AttendRequest MakeRequest(const ProblemInputs& in, const std::string& request_id,
+                              const std::string& kernel) {
+  const AttentionProblem& p = in.problem;
+  pb::AttendRequest request;
+  request.set_request_id(request_id);
+  request.set_dtype(in.dtype == DType::kBFloat16 ? pb::DTYPE_BFLOAT16 : pb::DTYPE_FLOAT16);
+  pb::TensorShape* shape = request.mutable_shape();
+  shape->set_batch(p.batch);
+  shape->set_seq_len(p.seqlen_q);
+  shape->set_num_heads(p.heads_q);
+  shape->set_head_dim(p.head_dim);
+  if (p.seqlen_k != p.seqlen_q) shape->set_kv_seq_len(p.seqlen_k);
+  if (p.heads_kv != p.heads_q) shape->set_kv_num_heads(p.heads_kv);
+  if (p.softmax_scale != 0.0f) request.set_softmax_scale(p.softmax_scale);
+  request.set_kernel(kernel);
+  request.set_causal(p.causal);
+  if (p.window_left >= 0) request.set_window_left(p.window_left);
+  if (p.window_right >= 0) request.set_window_right(p.window_right);
+  request.set_return_lse(p.return_lse);
+  if (p.varlen) {
+    for (int32_t offset : in.cu_seqlens_q) request.add_cu_seqlens_q(offset);
+    for (int32_t offset : in.cu_seqlens_k) request.add_cu_seqlens_k(offset);
+  }
+  request.set_q(Bytes(in.q));
+  request.set_k(Bytes(in.k));
+  request.set_v(Bytes(in.v));
+  return request;
+}
+
+std::vector<float> LseValues(const std::string& bytes) {
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
+::testing::AssertionResult ProblemOutputMatchesReference(const ProblemInputs& in,
+                                                         const std::string& out,
+                                                         const std::string& lse,
+                                                         double tolerance,
+                                                         double lse_tolerance) {
+  const AttentionProblem& p = in.problem;
+  const int64_t out_bytes = p.QBytes(in.dtype);
+  if (static_cast<int64_t>(out.size()) != out_bytes) {
+    return ::testing::AssertionFailure() << "out has " << out.size() << " bytes; expected "
+                                         << out_bytes << " (" << Describe(in) << ")";
+  }
+  if (static_cast<int64_t>(lse.size()) != p.LseBytes()) {
+    return ::testing::AssertionFailure() << "lse has " << lse.size() << " bytes; expected "
+                                         << p.LseBytes() << " (" << Describe(in) << ")";
+  }
+  const std::vector<uint16_t> bits = ToBits(out);
+  const int64_t non_finite = CountNonFinite(bits, in.dtype);
+  if (non_finite != 0) {
+    return ::testing::AssertionFailure()
+           << non_finite << " of " << bits.size() << " output elements are NaN/inf (unwritten?) ("
+           << Describe(in) << ")";
+  }
+  std::vector<double> ref_lse;
+  const std::vector<double> ref = AttentionNaiveF64(
+      p, in.q_float.data(), in.k_float.data(), in.v_float.data(),
+      p.varlen ? in.cu_seqlens_q.data() : nullptr, p.varlen ? in.cu_seqlens_k.data() : nullptr,
+      &ref_lse);
+  const double error = RelativeL2Error(bits, in.dtype, ref);
+  if (!(error < tolerance)) {
+    return ::testing::AssertionFailure()
+           << "relative L2 error " << error << " >= " << tolerance << " (" << Describe(in) << ")";
+  }
+  if (!p.return_lse) return ::testing::AssertionSuccess() << "relative L2 error " << error;
+  const double lse_error = MaxLseError(LseValues(lse), ref_lse);
+  if (!(lse_error < lse_tolerance)) {
+    return ::testing::AssertionFailure() << "LSE error " << lse_error << " >= " << lse_tolerance
+                                         << " (" << Describe(in) << ")";
+  }
+  return ::testing::AssertionSuccess() << "relative L2 error " << error << ", LSE error "
+                                       << lse_error;
+}
+
 std::vector<uint16_t> ToBits(const std::string& bytes) {
   std::vector<uint16_t> bits(bytes.size() / 2);
   std::memcpy(bits.data(), bytes.data(), bits.size() * 2);
@@ -171,9 +248,12 @@ StreamResult AttendViaStream(Stub& stub, const pb::AttendRequest& request, int64
   bool writing = stream->Write(HeaderOf(request));
   const std::string* tensors[3] = {&request.q(), &request.k(), &request.v()};
   const pb::TensorName names[3] = {pb::TENSOR_Q, pb::TENSOR_K, pb::TENSOR_V};
-  const int64_t size = static_cast<int64_t>(request.q().size());
-  for (int64_t offset = 0; writing && offset < size; offset += chunk_bytes) {
+  const int64_t longest = static_cast<int64_t>(
+      std::max({request.q().size(), request.k().size(), request.v().size()}));
+  for (int64_t offset = 0; writing && offset < longest; offset += chunk_bytes) {
     for (int t = 0; writing && t < 3; ++t) {
+      const int64_t size = static_cast<int64_t>(tensors[t]->size());
+      if (offset >= size) continue;
       const int64_t n = std::min(chunk_bytes, size - offset);
       writing = stream->Write(Chunk(names[t], offset, tensors[t]->substr(offset, n)));
     }
@@ -189,13 +269,23 @@ StreamResult AttendViaStream(Stub& stub, const pb::AttendRequest& request, int64
     } else if (response.has_chunk()) {
       const pb::TensorChunk& chunk = response.chunk();
       if (!have_header) result.error = "output chunk before the header";
-      if (chunk.tensor() != pb::TENSOR_OUT) result.error = "chunk.tensor is not TENSOR_OUT";
-      if (chunk.offset() != static_cast<int64_t>(result.out.size())) {
-        result.error = absl::StrCat("output chunk at offset ", chunk.offset(), "; expected ",
-                                    result.out.size());
+      std::string* tensor = nullptr;
+      if (chunk.tensor() == pb::TENSOR_OUT) {
+        if (result.lse_chunks > 0) result.error = "TENSOR_OUT chunk after a TENSOR_LSE chunk";
+        tensor = &result.out;
+        ++result.chunks;
+      } else if (chunk.tensor() == pb::TENSOR_LSE) {
+        tensor = &result.lse;
+        ++result.lse_chunks;
+      } else {
+        result.error = "chunk.tensor is neither TENSOR_OUT nor TENSOR_LSE";
+        continue;
       }
-      result.out.append(chunk.data());
-      ++result.chunks;
+      if (chunk.offset() != static_cast<int64_t>(tensor->size())) {
+        result.error = absl::StrCat(pb::TensorName_Name(chunk.tensor()), " chunk at offset ",
+                                    chunk.offset(), "; expected ", tensor->size());
+      }
+      tensor->append(chunk.data());
     }
   }
   result.status = stream->Finish();
