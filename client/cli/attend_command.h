@@ -8,6 +8,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "attn/client/attend_types.h"
 #include "attn/client/attention_client.h"
@@ -16,14 +17,24 @@
 namespace attn::cli {
 
 struct AttendCommandOptions {
-  // Shape of random inputs (ignored when .npy inputs are given).
+  // Shape of random Q inputs (ignored when .npy inputs are given).
   Shape shape{1, 128, 4, 64};
+  // Shape of random K and V: [batch, kv_seq_len, kv_num_heads, head_dim];
+  // unset: Q's. Its batch and head_dim must be Q's.
+  std::optional<Shape> kv_shape;
+  // Varlen: batch + 1 token offsets each (both or neither). Random inputs
+  // then take batch and the longest lengths from them, the heads and
+  // head_dim from `shape` / `kv_shape`; .npy inputs are 3-D [total, H, D].
+  std::vector<int32_t> cu_seqlens_q, cu_seqlens_k;
   // Unset: the .npy files' dtype, else bf16.
   std::optional<DType> dtype;
   // .npy inputs: all three or none.
   std::string q_path, k_path, v_path;
   // Where to write the output as .npy; empty: not written.
   std::string out_path;
+  // Where to write the LSE as float32 .npy ([B, H, S], varlen [H, total_q]);
+  // implies call.return_lse. Empty: not written.
+  std::string lse_out_path;
   // Seed of random inputs; unset: a fresh one (printed, for replay).
   std::optional<uint64_t> seed;
   AttendOptions call;

@@ -1,6 +1,9 @@
 // attn_cli: call an attnserve server from a shell.
 //
-//   attn_cli attend  [--shape=B,S,H,D --dtype=bf16 | --q=q.npy --k=k.npy --v=v.npy]
+//   attn_cli attend  [--shape=B,S,H,D [--kv_shape=B,Skv,Hkv,D] --dtype=bf16 |
+//                     --q=q.npy --k=k.npy --v=v.npy]
+//                    [--causal] [--window=L,R] [--lse] [--lse_out=lse.npy]
+//                    [--cu_seqlens_q=0,... --cu_seqlens_k=0,...]
 //                    [--out=o.npy] [--check] [--repeat=N] [--kernel=NAME]
 //   attn_cli kernels [--json]
 //   attn_cli info    [--json]
@@ -23,19 +26,26 @@
 #include "attn/client/attention_client.h"
 #include "connection_flags.h"
 #include "exit_codes.h"
+#include "problem_flags.h"
 #include "query_commands.h"
 
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(60), "Deadline of each call.");
 
 ABSL_FLAG(std::string, shape, "1,128,4,64",
           "attend: B,S,H,D (batch, seq_len, num_heads, head_dim) of random inputs.");
+// --kv_shape, --causal, --window, --lse, --cu_seqlens_q/_k, --seqlens_q/_k:
+// problem_flags.h.
+ABSL_FLAG(std::string, lse_out, "",
+          "attend: write the LSE here as float32 .npy, [B, H, S] (varlen [H, total_q]); implies "
+          "--lse.");
 ABSL_FLAG(std::string, dtype, "",
           "attend: bf16 or fp16. Default: the .npy files' dtype, else bf16. Converts float32/64 "
           ".npy inputs.");
-ABSL_FLAG(std::string, q, "", "attend: Q as .npy [B,S,H,D] (fp16 '<f2', bf16 '<V2' as saved "
-          "with ml_dtypes, or float32 with --dtype).");
-ABSL_FLAG(std::string, k, "", "attend: K as .npy.");
-ABSL_FLAG(std::string, v, "", "attend: V as .npy.");
+ABSL_FLAG(std::string, q, "",
+          "attend: Q as .npy [B,S,H,D] (fp16 '<f2', bf16 '<V2' as saved "
+          "with ml_dtypes, or float32 with --dtype); varlen: [total_q,H,D].");
+ABSL_FLAG(std::string, k, "", "attend: K as .npy [B,Skv,Hkv,D]; varlen: [total_k,Hkv,D].");
+ABSL_FLAG(std::string, v, "", "attend: V as .npy, K's shape.");
 ABSL_FLAG(std::string, out, "", "attend: write the output here as .npy.");
 ABSL_FLAG(int64_t, seed, -1, "attend: seed of the random inputs; -1 = a fresh one.");
 ABSL_FLAG(std::string, kernel, "", "attend: kernel to run (see `kernels`); empty = default.");
@@ -68,18 +78,10 @@ constexpr char kUsage[] =
     "examples:\n"
     "  attn_cli attend --address=gpu-node:50051 --shape=1,4096,16,128 --check\n"
     "  attn_cli attend --q=q.npy --k=k.npy --v=v.npy --out=o.npy\n"
+    "  attn_cli attend --shape=2,1000,32,128 --kv_shape=2,1000,8,128 --causal --lse --check\n"
+    "  attn_cli attend --shape=1,1,8,64 --cu_seqlens_q=0,100,350 --cu_seqlens_k=0,100,350 "
+    "--window=128,0\n"
     "  attn_cli health --address=localhost:50051";
-
-bool ParseShape(const std::string& text, attn::Shape* shape) {
-  const std::vector<std::string> parts = absl::StrSplit(text, ',');
-  int64_t dims[4];
-  if (parts.size() != 4) return false;
-  for (int i = 0; i < 4; ++i) {
-    if (!absl::SimpleAtoi(parts[i], &dims[i])) return false;
-  }
-  *shape = attn::Shape{dims[0], dims[1], dims[2], dims[3]};
-  return true;
-}
 
 attn::ClientOptions ClientOptionsFromFlags() {
   attn::ClientOptions options = attn::tools::ClientOptionsFromFlags();
@@ -90,11 +92,21 @@ attn::ClientOptions ClientOptionsFromFlags() {
 // Fills `options` from the attend flags; false (after printing why) when a
 // value is malformed.
 bool AttendOptionsFromFlags(attn::cli::AttendCommandOptions* options) {
-  if (!ParseShape(absl::GetFlag(FLAGS_shape), &options->shape)) {
+  if (!attn::tools::ParseShapeFlag(absl::GetFlag(FLAGS_shape), &options->shape)) {
     std::cerr << "attend: --shape must be B,S,H,D (four integers), got '"
               << absl::GetFlag(FLAGS_shape) << "'\n";
     return false;
   }
+  absl::StatusOr<attn::tools::ProblemFlagValues> problem = attn::tools::ProblemFlagsFromFlags();
+  if (!problem.ok()) {
+    std::cerr << "attend: " << problem.status().message() << "\n";
+    return false;
+  }
+  problem->ApplyTo(&options->call);
+  options->kv_shape = problem->kv_shape;
+  options->cu_seqlens_q = problem->cu_seqlens_q;
+  options->cu_seqlens_k = problem->cu_seqlens_k;
+  options->lse_out_path = absl::GetFlag(FLAGS_lse_out);
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
   if (!dtype.empty()) {
     attn::DType parsed;

@@ -1,6 +1,7 @@
 #include "query_commands.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -36,6 +37,21 @@ double AverageMs(int64_t sum_ns, int64_t count) {
   return count > 0 ? static_cast<double>(sum_ns) / static_cast<double>(count) / 1e6 : 0.0;
 }
 
+// What a kernel accepts beyond non-causal self-attention, e.g.
+// "causal,window,gqa,kv_len,lse,varlen sm>=80"; "-" for none.
+std::string KernelFeatures(const pb::KernelDescriptor& k) {
+  std::vector<std::string> features;
+  if (k.causal()) features.push_back("causal");
+  if (k.window()) features.push_back("window");
+  if (k.gqa()) features.push_back("gqa");
+  if (k.kv_seq_len_differs()) features.push_back("kv_len");
+  if (k.lse()) features.push_back("lse");
+  if (k.varlen()) features.push_back("varlen");
+  std::string text = features.empty() ? std::string("-") : absl::StrJoin(features, ",");
+  if (k.min_compute_capability() > 0) absl::StrAppend(&text, " sm>=", k.min_compute_capability());
+  return text;
+}
+
 }  // namespace
 
 int RunKernels(AttentionClient& client, bool json, std::ostream& out, std::ostream& err) {
@@ -45,17 +61,19 @@ int RunKernels(AttentionClient& client, bool json, std::ostream& out, std::ostre
     return kExitFailure;
   }
   if (json) return PrintJson(*kernels, out, err);
-  out << absl::StrFormat("%-4s %-22s %-7s %-9s %-7s %-9s %-5s %s\n", "step", "name", "backend",
-                         "head_dim", "seq_mul", "tile", "warps", "description");
+  out << absl::StrFormat("%-4s %-22s %-7s %-14s %-7s %-9s %-5s %-36s %s\n", "step", "name",
+                         "backend", "head_dim", "seq_mul", "tile", "warps", "features",
+                         "description");
   for (const pb::KernelDescriptor& k : kernels->kernels()) {
-    const std::string head_dim =
-        k.head_dim() > 0 ? absl::StrCat(k.head_dim()) : absl::StrCat("<=", k.max_head_dim());
+    const std::string head_dim = !k.head_dims().empty() ? absl::StrJoin(k.head_dims(), "/")
+                                 : k.head_dim() > 0     ? absl::StrCat(k.head_dim())
+                                                        : absl::StrCat("<=", k.max_head_dim());
     const std::string tile =
         k.block_m() > 0 ? absl::StrCat(k.block_m(), "x", k.block_n()) : std::string("-");
-    out << absl::StrFormat("%-4d %-22s %-7s %-9s %-7d %-9s %-5s %s%s\n", k.ladder_step(),
+    out << absl::StrFormat("%-4d %-22s %-7s %-14s %-7d %-9s %-5s %-36s %s%s\n", k.ladder_step(),
                            k.name(), k.backend(), head_dim, k.seq_multiple(), tile,
                            k.num_warps() > 0 ? absl::StrCat(k.num_warps()) : std::string("-"),
-                           k.description(), k.is_default() ? " [default]" : "");
+                           KernelFeatures(k), k.description(), k.is_default() ? " [default]" : "");
   }
   return kExitOk;
 }
@@ -107,10 +125,9 @@ int RunStats(AttentionClient& client, bool json, std::ostream& out, std::ostream
       "total %.3f\n",
       static_cast<double>(stats->uptime_ns()) / 1e9, ok, stats->requests_failed(),
       stats->rejected_queue_full(), stats->rejected_deadline(), stats->rejected_cancelled(),
-      stats->in_flight(), stats->queued(),
-      Mib(stats->bytes_in()), Mib(stats->bytes_out()), AverageMs(t.decode_ns(), ok),
-      AverageMs(t.queue_ns(), ok), AverageMs(t.h2d_ns(), ok), AverageMs(t.kernel_ns(), ok),
-      AverageMs(t.d2h_ns(), ok), AverageMs(t.total_ns(), ok));
+      stats->in_flight(), stats->queued(), Mib(stats->bytes_in()), Mib(stats->bytes_out()),
+      AverageMs(t.decode_ns(), ok), AverageMs(t.queue_ns(), ok), AverageMs(t.h2d_ns(), ok),
+      AverageMs(t.kernel_ns(), ok), AverageMs(t.d2h_ns(), ok), AverageMs(t.total_ns(), ok));
   return kExitOk;
 }
 

@@ -80,10 +80,8 @@ std::string FormatTimingTable(const std::vector<AttendResult>& results) {
   return out;
 }
 
-std::string FormatThroughput(const std::vector<AttendResult>& results) {
-  const AttendResult& first = results.front();
-  const double flops = AttentionFlops(first.shape);
-  const double bytes = 4.0 * 2.0 * static_cast<double>(first.shape.NumElements());  // q, k, v, o
+std::string FormatThroughput(const std::vector<AttendResult>& results, double flops,
+                             double bytes) {
   const int64_t kernel =
       Median(Sorted(results, [](const AttendResult& r) { return r.server.kernel_ns; }));
   const int64_t round_trip =

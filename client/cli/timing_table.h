@@ -18,9 +18,11 @@ namespace attn::cli {
 std::string FormatTimingTable(const std::vector<AttendResult>& results);
 
 // Throughput lines: kernel TFLOP/s from the server's kernel time and
-// end-to-end GFLOP/s and tensor GB/s (Q, K, V in, O out) from the round trip,
-// both at the median.
-std::string FormatThroughput(const std::vector<AttendResult>& results);
+// end-to-end TFLOP/s and tensor GB/s from the round trip, both at the median.
+// `flops` is the call's (AttentionInputs::Flops: visible query-key pairs),
+// `bytes` what it moves (Q, K, V in; O and LSE out).
+std::string FormatThroughput(const std::vector<AttendResult>& results, double flops,
+                             double bytes);
 
 }  // namespace attn::cli
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "attn/client/attend_types.h"
+#include "attn/problem.h"
 
 namespace attn::loadgen {
 namespace {
@@ -69,7 +70,8 @@ int64_t Percentile(const std::vector<int64_t>& sorted, double p) {
   // The epsilon keeps p/100·n from rounding up past an exact rank (99.9% of
   // 1000 is 999, not 1000).
   const double rank = std::ceil(p / 100.0 * static_cast<double>(sorted.size()) - 1e-9);
-  const size_t index = static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(sorted.size()))) - 1;
+  const size_t index =
+      static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(sorted.size()))) - 1;
   return sorted[index];
 }
 
@@ -82,7 +84,8 @@ LatencyStats ComputeLatencyStats(std::vector<int64_t> latencies_ns) {
   for (int64_t v : latencies_ns) sum += static_cast<double>(v);
   const double mean = sum / static_cast<double>(latencies_ns.size());
   double squares = 0;
-  for (int64_t v : latencies_ns) squares += (static_cast<double>(v) - mean) * (static_cast<double>(v) - mean);
+  for (int64_t v : latencies_ns)
+    squares += (static_cast<double>(v) - mean) * (static_cast<double>(v) - mean);
   stats.mean_ms = Ms(mean);
   stats.stddev_ms = Ms(std::sqrt(squares / static_cast<double>(latencies_ns.size())));
   stats.min_ms = Ms(static_cast<double>(latencies_ns.front()));
@@ -95,7 +98,28 @@ LatencyStats ComputeLatencyStats(std::vector<int64_t> latencies_ns) {
   return stats;
 }
 
+RequestCost RequestCost::Of(const AttentionInputs& inputs, const AttendOptions& options) {
+  RequestCost cost;
+  cost.flops = inputs.Flops(options);
+  const int64_t lse_bytes = options.return_lse ? inputs.LseElements() * 4 : 0;
+  cost.tensor_bytes = static_cast<double>(inputs.InputBytes() + inputs.QBytes() + lse_bytes);
+  return cost;
+}
+
+RequestCost RequestCost::SelfAttention(const Shape& shape) {
+  RequestCost cost;
+  cost.flops =
+      AttentionProblem::SelfAttention(shape.batch, shape.seq_len, shape.num_heads, shape.head_dim)
+          .Flops();
+  cost.tensor_bytes = 4.0 * static_cast<double>(shape.NumElements()) * 2.0;
+  return cost;
+}
+
 LevelSummary Summarize(const LevelRun& run, const Shape& shape) {
+  return Summarize(run, RequestCost::SelfAttention(shape));
+}
+
+LevelSummary Summarize(const LevelRun& run, const RequestCost& cost) {
   LevelSummary s;
   s.mode = run.spec.mode;
   s.concurrency = run.spec.mode == LoadMode::kClosedLoop ? run.spec.concurrency : 0;
@@ -123,17 +147,17 @@ LevelSummary Summarize(const LevelRun& run, const Shape& shape) {
     service.push_back(r.done_ns - r.sent_ns);
     AddPhases(r, &sums);
   }
-  if (s.sent > 0) s.late_percent = 100.0 * static_cast<double>(s.late) / static_cast<double>(s.sent);
+  if (s.sent > 0)
+    s.late_percent = 100.0 * static_cast<double>(s.late) / static_cast<double>(s.sent);
 
   s.window_s = static_cast<double>(last_done - run.window_start_ns) / 1e9;
   const double send_span_s =
       static_cast<double>(std::max(run.send_stop_ns, last_sent) - run.window_start_ns) / 1e9;
   if (send_span_s > 0) s.send_rate = static_cast<double>(s.sent) / send_span_s;
   if (s.window_s > 0) {
-    const double tensor_bytes = 4.0 * static_cast<double>(shape.NumElements()) * 2.0;
     s.throughput_rps = static_cast<double>(s.completed) / s.window_s;
-    s.tensor_gbps = s.throughput_rps * tensor_bytes / 1e9;
-    s.tflops = s.throughput_rps * AttentionFlops(shape) / 1e12;
+    s.tensor_gbps = s.throughput_rps * cost.tensor_bytes / 1e9;
+    s.tflops = s.throughput_rps * cost.flops / 1e12;
   }
   s.latency = ComputeLatencyStats(std::move(latencies));
   s.service_latency = ComputeLatencyStats(std::move(service));

@@ -67,7 +67,7 @@ struct LevelSummary {
   double send_rate = 0;  // measured sends per second of sending
   double throughput_rps = 0;
   double tensor_gbps = 0;  // (Q + K + V + O bytes) x completed / window, 1e9 B/s
-  double tflops = 0;       // 4·B·H·S²·D x completed / window, 1e12 FLOP/s
+  double tflops = 0;       // RequestCost::flops x completed / window, 1e12 FLOP/s
 
   LatencyStats latency;          // ok requests, from due time (open loop) or send
   LatencyStats service_latency;  // ok requests, from the actual send
@@ -75,7 +75,22 @@ struct LevelSummary {
   ServerStatsDelta server_stats;
 };
 
-// Summarizes `run` for requests of `shape` (16-bit elements).
+// What one request costs: its FLOPs (AttentionProblem::Flops, over the
+// visible query-key pairs: masks and ragged lengths count what is computed)
+// and the tensor bytes it moves (Q, K, V in; O and, with return_lse, the LSE
+// out).
+struct RequestCost {
+  double flops = 0;
+  double tensor_bytes = 0;
+
+  static RequestCost Of(const AttentionInputs& inputs, const AttendOptions& options);
+  // Non-causal self-attention over `shape` (16-bit elements).
+  static RequestCost SelfAttention(const Shape& shape);
+};
+
+// Summarizes `run` for requests costing `cost` each.
+LevelSummary Summarize(const LevelRun& run, const RequestCost& cost);
+// The same for self-attention requests of `shape`.
 LevelSummary Summarize(const LevelRun& run, const Shape& shape);
 
 // "c=8" (closed loop) or "r=100/s" (open loop).

@@ -6,6 +6,9 @@
 //       --concurrency=1:64:x2 --duration=10s --out_dir=results/
 // Open loop at fixed rates (latency from each request's scheduled time):
 //   attn_loadgen --rate=50:400:x2 --arrivals=poisson ...
+// The request may use every feature of the service (problem_flags.h):
+//   attn_loadgen --shape=1,4096,32,128 --kv_shape=1,4096,8,128 --causal --lse ...
+//   attn_loadgen --shape=1,1,16,128 --seqlens_q=512,3000,77 --window=256,0 ...
 //
 // Writes a text table to stdout and, with --out_dir (or --csv/--json/--svg),
 // loadgen.csv, loadgen.json and loadgen_latency.svg. Exit status: 0 when
@@ -34,6 +37,7 @@
 #include "latency_plot.h"
 #include "level_runner.h"
 #include "level_summary.h"
+#include "problem_flags.h"
 #include "progress_line.h"
 #include "report_writers.h"
 #include "sweep_spec.h"
@@ -44,7 +48,9 @@ ABSL_FLAG(int, channels, 4,
           "Connections to spread requests over (round robin); one TCP connection caps "
           "large-tensor throughput.");
 
-ABSL_FLAG(std::string, shape, "1,4096,16,128", "B,S,H,D of every request (random N(0,1) data).");
+ABSL_FLAG(std::string, shape, "1,4096,16,128",
+          "B,S,H,D of every request's Q (random N(0,1) data); K/V, masks, LSE and varlen: "
+          "--kv_shape, --causal, --window, --lse, --seqlens_q/--cu_seqlens_q.");
 ABSL_FLAG(std::string, dtype, "bf16", "bf16 or fp16.");
 ABSL_FLAG(std::string, kernel, "", "Kernel to request; empty = the server's default.");
 ABSL_FLAG(std::string, transport, "auto", "auto, unary or stream.");
@@ -87,17 +93,6 @@ constexpr int kExitUsage = 2;
 int Usage(const std::string& message) {
   std::cerr << "attn_loadgen: " << message << "\n";
   return kExitUsage;
-}
-
-bool ParseShape(const std::string& text, attn::Shape* shape) {
-  const std::vector<std::string> parts = absl::StrSplit(text, ',');
-  int64_t dims[4];
-  if (parts.size() != 4) return false;
-  for (int i = 0; i < 4; ++i) {
-    if (!absl::SimpleAtoi(parts[i], &dims[i]) || dims[i] < 1) return false;
-  }
-  *shape = attn::Shape{dims[0], dims[1], dims[2], dims[3]};
-  return true;
 }
 
 bool WriteFile(const std::string& path, const std::string& contents) {
@@ -171,14 +166,21 @@ int main(int argc, char** argv) {
 
   // Request.
   attn::Shape shape;
-  if (!ParseShape(absl::GetFlag(FLAGS_shape), &shape)) {
+  if (!attn::tools::ParseShapeFlag(absl::GetFlag(FLAGS_shape), &shape)) {
     return Usage("--shape must be B,S,H,D (four integers >= 1)");
   }
   attn::DType dtype;
   if (!attn::ParseDType(absl::GetFlag(FLAGS_dtype), &dtype)) {
     return Usage("--dtype must be bf16 or fp16");
   }
+  absl::StatusOr<attn::tools::ProblemFlagValues> problem = attn::tools::ProblemFlagsFromFlags();
+  if (!problem.ok()) return Usage(std::string(problem.status().message()));
+  absl::StatusOr<attn::AttentionInputs> geometry = attn::MakeGeometry(
+      shape, dtype, problem->kv_shape, problem->cu_seqlens_q, problem->cu_seqlens_k);
+  if (!geometry.ok()) return Usage(std::string(geometry.status().message()));
+  shape = geometry->shape;
   attn::AttendOptions call;
+  problem->ApplyTo(&call);
   call.kernel = absl::GetFlag(FLAGS_kernel);
   call.timeout = absl::GetFlag(FLAGS_timeout);
   const std::string transport = absl::GetFlag(FLAGS_transport);
@@ -221,7 +223,11 @@ int main(int argc, char** argv) {
   }
 
   auto inputs = std::make_shared<const attn::AttentionInputs>(
-      attn::MakeRandomInputs(shape, dtype, absl::GetFlag(FLAGS_seed)));
+      attn::MakeRandomInputs(*geometry, absl::GetFlag(FLAGS_seed)));
+  if (absl::Status valid = inputs->Validate(); !valid.ok()) {
+    return Usage(std::string(valid.message()));
+  }
+  const lg::RequestCost cost = lg::RequestCost::Of(*inputs, call);
   // One request first: a shape the server refuses fails here, once, with
   // its message, instead of as thousands of errors.
   {
@@ -242,6 +248,12 @@ int main(int argc, char** argv) {
   context.label = absl::GetFlag(FLAGS_label);
   context.shape = shape;
   context.dtype = dtype;
+  context.problem = inputs->Problem(call);
+  context.cu_seqlens_q = inputs->cu_seqlens_q;
+  context.cu_seqlens_k = inputs->cu_seqlens_k;
+  context.cost = cost;
+  context.request_bytes = inputs->InputBytes();
+  context.response_bytes = inputs->QBytes() + (call.return_lse ? inputs->LseElements() * 4 : 0);
   context.kernel = call.kernel;
   context.transport = transport;
   context.channels = channels;
@@ -251,9 +263,9 @@ int main(int argc, char** argv) {
   std::cout << lg::Headline(context) << "\n"
             << absl::StrFormat("%.2f MiB per request (Q, K, V) + %.2f MiB response, %.3g GFLOP; "
                                "warm-up %s, window %s per level, %d connection(s)\n",
-                               3.0 * static_cast<double>(inputs->TensorBytes()) / (1 << 20),
-                               static_cast<double>(inputs->TensorBytes()) / (1 << 20),
-                               attn::AttentionFlops(shape) / 1e9,
+                               static_cast<double>(context.request_bytes) / (1 << 20),
+                               static_cast<double>(context.response_bytes) / (1 << 20),
+                               cost.flops / 1e9,
                                absl::FormatDuration(base.warmup),
                                absl::FormatDuration(base.duration), channels)
             << lg::TextHeader() << std::flush;
@@ -272,7 +284,7 @@ int main(int argc, char** argv) {
       lg::ProgressLine progress(runner, lg::LevelLabel(label_only), show_progress);
       run = runner.Run(spec);
     }
-    lg::LevelSummary summary = lg::Summarize(run, shape);
+    lg::LevelSummary summary = lg::Summarize(run, cost);
     std::cout << lg::TextRow(summary) << std::flush;
     summaries.push_back(summary);
     if (absl::GetFlag(FLAGS_json_requests)) {
@@ -315,7 +327,7 @@ int main(int argc, char** argv) {
         absl::FormatDuration(base.duration), absl::FormatDuration(base.warmup), channels,
         context.started_at);
     ok &= WriteFile(path, lg::RenderLatencyPlot(lg::Headline(context), subtitle, summaries,
-                                                4.0 * static_cast<double>(inputs->TensorBytes())));
+                                                cost.tensor_bytes));
   }
   int64_t completed = 0;
   for (const lg::LevelSummary& s : summaries) completed += s.completed;

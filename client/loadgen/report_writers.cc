@@ -162,9 +162,12 @@ std::string Headline(const SweepContext& c) {
       absl::StrAppend(&where, " (", c.server_info->devices(0).name(), ")");
     }
   }
-  return absl::StrCat("attn_loadgen: ", DTypeName(c.dtype), " ", c.shape.ToString(), " on ",
-                      where, ", ", c.spec.mode == LoadMode::kClosedLoop ? "closed" : "open",
-                      " loop", c.label.empty() ? "" : absl::StrCat(", ", c.label));
+  const bool plain = !c.problem.has_value() || (c.problem->IsSelfAttentionShape() &&
+                                                !c.problem->HasMask() && !c.problem->return_lse);
+  return absl::StrCat("attn_loadgen: ", DTypeName(c.dtype), " ",
+                      plain ? c.shape.ToString() : c.problem->ToString(), " on ", where, ", ",
+                      c.spec.mode == LoadMode::kClosedLoop ? "closed" : "open", " loop",
+                      c.label.empty() ? "" : absl::StrCat(", ", c.label));
 }
 
 std::string TextHeader() {
@@ -180,10 +183,9 @@ std::string TextRow(const LevelSummary& s) {
   std::string row = absl::StrFormat(
       "%-10s %7d %7d %6d %6s %9.2f %8.3f %8.3f | %8.2f %8.2f %8.2f %8.2f %8.2f | %8.3f %9.3f | "
       "%10.3f",
-      LevelLabel(s), s.sent, s.completed, s.failed, late, s.throughput_rps, s.tensor_gbps,
-      s.tflops, s.latency.p50_ms, s.latency.p90_ms, s.latency.p99_ms, s.latency.p999_ms,
-      s.latency.max_ms, s.phases.server_queue_ms, s.phases.server_kernel_ms,
-      s.phases.network_ms);
+      LevelLabel(s), s.sent, s.completed, s.failed, late, s.throughput_rps, s.tensor_gbps, s.tflops,
+      s.latency.p50_ms, s.latency.p90_ms, s.latency.p99_ms, s.latency.p999_ms, s.latency.max_ms,
+      s.phases.server_queue_ms, s.phases.server_kernel_ms, s.phases.network_ms);
   if (!s.errors.empty()) absl::StrAppend(&row, "  errors: ", ErrorsField(s));
   if (s.unsent > 0) absl::StrAppend(&row, "  unsent: ", s.unsent);
   return row + "\n";
@@ -230,9 +232,31 @@ std::string FormatJson(const SweepContext& c, const std::vector<LevelSummary>& l
   json.Field("max_requests", c.spec.max_requests);
   json.Field("max_in_flight", c.spec.max_in_flight);
   json.Field("late_tolerance_ms", absl::ToDoubleMilliseconds(c.spec.late_tolerance));
-  json.Field("request_bytes", 3 * c.shape.NumElements() * 2);
-  json.Field("response_bytes", c.shape.NumElements() * 2);
-  json.Field("flops_per_request", AttentionFlops(c.shape));
+  const AttentionProblem problem = c.problem.value_or(AttentionProblem::SelfAttention(
+      c.shape.batch, c.shape.seq_len, c.shape.num_heads, c.shape.head_dim));
+  json.Key("problem").BeginObject();
+  json.Field("description", problem.ToString());
+  json.Field("seq_len_q", problem.seqlen_q);
+  json.Field("kv_seq_len", problem.seqlen_k);
+  json.Field("num_heads", problem.heads_q);
+  json.Field("kv_num_heads", problem.heads_kv);
+  json.Field("causal", problem.causal);
+  json.Field("window_left", problem.window_left);
+  json.Field("window_right", problem.window_right);
+  json.Field("return_lse", problem.return_lse);
+  json.Field("varlen", problem.varlen);
+  for (const auto& [key, offsets] :
+       {std::pair{"cu_seqlens_q", &c.cu_seqlens_q}, std::pair{"cu_seqlens_k", &c.cu_seqlens_k}}) {
+    json.Key(key).BeginArray();
+    for (int32_t offset : *offsets) json.Int(offset);
+    json.EndArray();
+  }
+  json.EndObject();
+  const bool have_cost = c.cost.flops > 0;
+  const RequestCost cost = have_cost ? c.cost : RequestCost::SelfAttention(c.shape);
+  json.Field("request_bytes", have_cost ? c.request_bytes : 3 * c.shape.NumElements() * 2);
+  json.Field("response_bytes", have_cost ? c.response_bytes : c.shape.NumElements() * 2);
+  json.Field("flops_per_request", cost.flops);
   json.EndObject();
   if (c.server_info.has_value()) {
     const attnserve::v1::ServerInfo& info = *c.server_info;

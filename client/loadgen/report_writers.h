@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attn/dtype.h"
+#include "attn/problem.h"
 #include "attn/tensor.h"
 #include "attnserve/v1/attention.pb.h"
 #include "level_runner.h"
@@ -25,8 +26,16 @@ struct SweepContext {
   std::string started_at;  // RFC 3339, UTC
   std::string address;
   std::string label;  // free text from --label
-  Shape shape;
+  Shape shape;  // Q's; varlen: [sequences, longest, H, D]
   DType dtype = DType::kBFloat16;
+  // The call beyond self-attention (K/V shape, masks, LSE, varlen) and its
+  // offsets; unset: non-causal self-attention over `shape`.
+  std::optional<AttentionProblem> problem;
+  std::vector<int32_t> cu_seqlens_q, cu_seqlens_k;
+  // Per request; unset (0): self-attention over `shape`.
+  RequestCost cost;
+  int64_t request_bytes = 0;   // Q + K + V
+  int64_t response_bytes = 0;  // O (+ LSE)
   std::string kernel;     // requested; empty = server default
   std::string transport;  // "auto", "unary" or "stream"
   int channels = 1;
@@ -34,7 +43,8 @@ struct SweepContext {
   std::optional<attnserve::v1::ServerInfo> server_info;
 };
 
-// "attn_loadgen: bf16 [1, 4096, 16, 128] on cuda (NVIDIA H200), closed loop".
+// "attn_loadgen: bf16 [1, 4096, 16, 128] on cuda (NVIDIA H200), closed loop"
+// (with the problem's description when it is not plain self-attention).
 std::string Headline(const SweepContext& context);
 
 // The text table's header (two lines) and one row per level.

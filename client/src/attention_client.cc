@@ -150,7 +150,8 @@ void AttentionClient::CallFinished() {
 
 bool AttentionClient::WouldStream(const AttentionInputs& inputs) const {
   const pb::AttendRequest header = internal::MakeRequestHeader(inputs, AttendOptions());
-  return internal::EncodedRequestBytes(header, inputs.TensorBytes()) > stream_threshold_bytes_;
+  return internal::EncodedRequestBytes(header, inputs.QBytes(), inputs.KvBytes()) >
+         stream_threshold_bytes_;
 }
 
 absl::StatusOr<AttendResult> AttentionClient::Attend(const AttentionInputs& inputs,
@@ -201,6 +202,7 @@ struct UnaryCall {
   grpc::ByteBuffer request;
   grpc::ByteBuffer response;
   std::shared_ptr<const AttentionInputs> inputs;
+  bool return_lse = false;
   AttendCallback done;
   int64_t start_ns = 0;
   int64_t marshal_ns = 0;
@@ -213,6 +215,7 @@ void AttentionClient::StartUnary(std::shared_ptr<const AttentionInputs> inputs,
   auto* call = new UnaryCall;
   call->start_ns = internal::MonotonicNanos();
   call->done = std::move(done);
+  call->return_lse = options.return_lse;
   PrepareContext(&call->context, options.timeout);
   call->request =
       internal::EncodeAttendRequest(internal::MakeRequestHeader(*inputs, options), inputs);
@@ -234,7 +237,8 @@ void AttentionClient::StartUnary(std::shared_ptr<const AttentionInputs> inputs,
                                                                          &response);
           AttendResult value;
           absl::Status taken = parsed.ok()
-                                   ? internal::TakeResponse(response, *owned->inputs, &value)
+                                   ? internal::TakeResponse(response, *owned->inputs,
+                                                            owned->return_lse, &value)
                                    : CallError(parsed, "Attend (parsing the response)");
           if (taken.ok()) {
             const int64_t end = internal::MonotonicNanos();

@@ -265,7 +265,8 @@ std::string SerializeNpy(absl::string_view descr, const std::vector<int64_t>& sh
   return out;
 }
 
-absl::StatusOr<NpyTensor> ReadTensorNpy(const std::string& path, std::optional<DType> want) {
+absl::StatusOr<NpyTensor> ReadTensorNpy(const std::string& path, std::optional<DType> want,
+                                        bool allow_packed) {
   absl::StatusOr<NpyArray> array = ReadNpyFile(path);
   if (!array.ok()) return array.status();
   auto error = [&path](absl::string_view what) {
@@ -274,16 +275,20 @@ absl::StatusOr<NpyTensor> ReadTensorNpy(const std::string& path, std::optional<D
   if (array->fortran_order) {
     return error("Fortran-order array; save a C-order one (np.ascontiguousarray)");
   }
-  if (array->shape.size() != 4) {
+  const bool packed = allow_packed && array->shape.size() == 3;
+  if (array->shape.size() != 4 && !packed) {
     return error(absl::StrCat("shape ", ShapeTuple(array->shape),
-                              " is not 4-D [batch, seq_len, num_heads, head_dim]"));
+                              " is not 4-D [batch, seq_len, num_heads, head_dim]",
+                              allow_packed ? " or 3-D [total_tokens, num_heads, head_dim]" : ""));
   }
+  if (packed) array->shape.insert(array->shape.begin(), 1);
   Descr descr;
   ParseDescr(array->descr, &descr);  // validated by ParseNpy
   if (BigEndian(descr)) SwapBytes(&array->data, descr.item_size);
 
   NpyTensor tensor;
   tensor.shape = Shape{array->shape[0], array->shape[1], array->shape[2], array->shape[3]};
+  tensor.packed = packed;
   const bool is_fp16 = descr.kind == 'f' && descr.item_size == 2;
   const bool is_bf16 = descr.kind == 'V' && descr.item_size == 2;
   if (is_fp16 || is_bf16) {
@@ -313,22 +318,50 @@ absl::StatusOr<NpyTensor> ReadTensorNpy(const std::string& path, std::optional<D
   return tensor;
 }
 
-absl::Status WriteTensorNpy(const std::string& path, DType dtype, const Shape& shape,
-                            absl::string_view bytes) {
-  if (static_cast<int64_t>(bytes.size()) != shape.NumElements() * 2) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor has ", bytes.size(),
-                                                   " bytes; shape ", shape.ToString(), " needs ",
-                                                   shape.NumElements() * 2));
-  }
-  const std::string contents =
-      SerializeNpy(dtype == DType::kFloat16 ? "<f2" : "<V2",
-                   {shape.batch, shape.seq_len, shape.num_heads, shape.head_dim}, bytes);
+namespace {
+
+absl::Status WriteFile(const std::string& path, const std::string& contents) {
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (!file) return absl::PermissionDeniedError(absl::StrCat("cannot write '", path, "'"));
   file.write(contents.data(), static_cast<std::streamsize>(contents.size()));
   file.close();
   if (!file) return absl::DataLossError(absl::StrCat("error writing '", path, "'"));
   return absl::OkStatus();
+}
+
+int64_t Product(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+}  // namespace
+
+absl::Status WriteTensorNpy(const std::string& path, DType dtype, const Shape& shape,
+                            absl::string_view bytes) {
+  return WriteTensorNpyDims(path, dtype,
+                            {shape.batch, shape.seq_len, shape.num_heads, shape.head_dim}, bytes);
+}
+
+absl::Status WriteTensorNpyDims(const std::string& path, DType dtype,
+                                const std::vector<int64_t>& dims, absl::string_view bytes) {
+  if (static_cast<int64_t>(bytes.size()) != Product(dims) * 2) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor has ", bytes.size(),
+                                                   " bytes; shape ", ShapeTuple(dims), " needs ",
+                                                   Product(dims) * 2));
+  }
+  return WriteFile(path, SerializeNpy(dtype == DType::kFloat16 ? "<f2" : "<V2", dims, bytes));
+}
+
+absl::Status WriteFloat32Npy(const std::string& path, const std::vector<int64_t>& dims,
+                             const std::vector<float>& values) {
+  if (static_cast<int64_t>(values.size()) != Product(dims)) {
+    return absl::InvalidArgumentError(absl::StrCat(values.size(), " float32 values; shape ",
+                                                   ShapeTuple(dims), " needs ", Product(dims)));
+  }
+  return WriteFile(path, SerializeNpy("<f4", dims,
+                                      absl::string_view(reinterpret_cast<const char*>(values.data()),
+                                                        values.size() * sizeof(float))));
 }
 
 }  // namespace attn

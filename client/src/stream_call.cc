@@ -27,8 +27,9 @@ void AttendStreamCall::Start(pb::Attention::Stub* stub,
                              pb::AttendRequest header,
                              std::shared_ptr<const AttentionInputs> inputs, int64_t chunk_bytes,
                              int64_t start_ns, StreamDone done) {
+  const bool return_lse = header.return_lse();
   auto* call = new AttendStreamCall(std::move(context), std::move(inputs), chunk_bytes, start_ns,
-                                    std::move(done));
+                                    return_lse, std::move(done));
   stub->async()->AttendStream(call->context_.get(), call);
   const int64_t marshal_start = MonotonicNanos();
   *call->write_msg_.mutable_header() = std::move(header);
@@ -40,12 +41,14 @@ void AttendStreamCall::Start(pb::Attention::Stub* stub,
 
 AttendStreamCall::AttendStreamCall(std::unique_ptr<grpc::ClientContext> context,
                                    std::shared_ptr<const AttentionInputs> inputs,
-                                   int64_t chunk_bytes, int64_t start_ns, StreamDone done)
+                                   int64_t chunk_bytes, int64_t start_ns, bool return_lse,
+                                   StreamDone done)
     : context_(std::move(context)),
       inputs_(std::move(inputs)),
       chunk_bytes_(std::max<int64_t>(chunk_bytes, 1)),
       start_ns_(start_ns),
-      done_(std::move(done)) {}
+      done_(std::move(done)),
+      return_lse_(return_lse) {}
 
 void AttendStreamCall::WriteNext() {
   const std::string* tensors[] = {&inputs_->q, &inputs_->k, &inputs_->v};
@@ -100,32 +103,55 @@ grpc::Status AttendStreamCall::Consume() {
     absl::Status s = TakeResponseHeader(*read_msg_.mutable_header(), *inputs_, &result_);
     if (!s.ok()) return Malformed(std::string(s.message()));
     have_header_ = true;
-    result_.out.resize(static_cast<size_t>(inputs_->TensorBytes()));
+    result_.out.resize(static_cast<size_t>(inputs_->QBytes()));
+    if (return_lse_) lse_bytes_.resize(static_cast<size_t>(inputs_->LseElements() * 4));
     return grpc::Status::OK;
   }
   if (!read_msg_.has_chunk()) return Malformed("second header");
-  const pb::TensorChunk& chunk = read_msg_.chunk();
+  return Append(read_msg_.chunk());
+}
+
+grpc::Status AttendStreamCall::Append(const pb::TensorChunk& chunk) {
   const int64_t size = static_cast<int64_t>(chunk.data().size());
-  if (chunk.tensor() != pb::TENSOR_OUT) {
-    return Malformed(absl::StrCat("chunk of tensor ", pb::TensorName_Name(chunk.tensor()),
-                                  ", expected TENSOR_OUT"));
+  const bool out_complete = received_ == static_cast<int64_t>(result_.out.size());
+  std::string* tensor;
+  int64_t* received;
+  if (chunk.tensor() == pb::TENSOR_OUT) {
+    tensor = &result_.out;
+    received = &received_;
+  } else if (chunk.tensor() == pb::TENSOR_LSE && return_lse_ && out_complete) {
+    tensor = &lse_bytes_;
+    received = &lse_received_;
+  } else {
+    return Malformed(absl::StrCat(
+        "chunk of tensor ", pb::TensorName_Name(chunk.tensor()), ", expected ",
+        out_complete && return_lse_ ? "TENSOR_LSE" : "TENSOR_OUT"));
   }
-  if (chunk.offset() != received_ ||
-      received_ + size > static_cast<int64_t>(result_.out.size())) {
-    return Malformed(absl::StrCat("output chunk at offset ", chunk.offset(), " of ", size,
-                                  " bytes after ", received_, " of ", result_.out.size(),
-                                  " bytes"));
+  if (chunk.offset() != *received || *received + size > static_cast<int64_t>(tensor->size())) {
+    return Malformed(absl::StrCat(pb::TensorName_Name(chunk.tensor()), " chunk at offset ",
+                                  chunk.offset(), " of ", size, " bytes after ", *received,
+                                  " of ", tensor->size(), " bytes"));
   }
-  std::memcpy(result_.out.data() + received_, chunk.data().data(), static_cast<size_t>(size));
-  received_ += size;
+  std::memcpy(tensor->data() + *received, chunk.data().data(), static_cast<size_t>(size));
+  *received += size;
   return grpc::Status::OK;
 }
 
 void AttendStreamCall::OnDone(const grpc::Status& status) {
   grpc::Status final_status = read_error_.ok() ? status : read_error_;
-  if (final_status.ok() && (!have_header_ || received_ != inputs_->TensorBytes())) {
+  if (final_status.ok() && (!have_header_ || received_ != inputs_->QBytes())) {
     final_status = Malformed(absl::StrCat("stream ended after ", received_, " of ",
-                                          inputs_->TensorBytes(), " output bytes"));
+                                          inputs_->QBytes(), " output bytes"));
+  }
+  if (final_status.ok() && lse_received_ != static_cast<int64_t>(lse_bytes_.size())) {
+    final_status = Malformed(absl::StrCat("stream ended after ", lse_received_, " of ",
+                                          lse_bytes_.size(), " LSE bytes"));
+  }
+  if (final_status.ok() && return_lse_) {
+    const int64_t unmarshal_start = MonotonicNanos();
+    absl::Status s = DecodeLse(lse_bytes_, inputs_->LseElements(), &result_.lse);
+    if (!s.ok()) final_status = Malformed(std::string(s.message()));
+    unmarshal_ns_ += MonotonicNanos() - unmarshal_start;
   }
   result_.client.marshal_ns = marshal_ns_;
   result_.client.unmarshal_ns = unmarshal_ns_;

@@ -1,7 +1,8 @@
 // One AttendStream call, driven by gRPC's callback API: writes the header and
 // Q, K, V in chunks (one write in flight at a time, so memory stays at one
-// chunk), reads the response header and output chunks concurrently, and
-// reassembles the output.
+// chunk; K and V have their own sizes), reads the response header, the
+// output's chunks and then (with return_lse) the LSE's chunks concurrently,
+// and reassembles both.
 #ifndef ATTN_CLIENT_SRC_STREAM_CALL_H_
 #define ATTN_CLIENT_SRC_STREAM_CALL_H_
 
@@ -43,12 +44,14 @@ class AttendStreamCall final
  private:
   AttendStreamCall(std::unique_ptr<grpc::ClientContext> context,
                    std::shared_ptr<const AttentionInputs> inputs, int64_t chunk_bytes,
-                   int64_t start_ns, StreamDone done);
+                   int64_t start_ns, bool return_lse, StreamDone done);
 
   // Writes the next chunk of Q, K or V, or half-closes after the last one.
   void WriteNext();
   // Consumes one response message; a non-OK status ends the call.
   grpc::Status Consume();
+  // Appends one TENSOR_OUT or TENSOR_LSE chunk in order.
+  grpc::Status Append(const attnserve::v1::TensorChunk& chunk);
 
   const std::unique_ptr<grpc::ClientContext> context_;
   const std::shared_ptr<const AttentionInputs> inputs_;
@@ -67,7 +70,10 @@ class AttendStreamCall final
   attnserve::v1::AttendStreamResponse read_msg_;
   AttendResult result_;
   bool have_header_ = false;
-  int64_t received_ = 0;
+  const bool return_lse_;
+  int64_t received_ = 0;      // output bytes
+  std::string lse_bytes_;     // float32 LSE, assembled from TENSOR_LSE chunks
+  int64_t lse_received_ = 0;
   int64_t unmarshal_ns_ = 0;
   grpc::Status read_error_;
 };

@@ -1,5 +1,6 @@
 #include "wire_codec.h"
 
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -60,8 +61,15 @@ absl::Status CheckMatches(const pb::AttendResponse& response, const AttentionInp
   if (absl::Status s = FromProto(response.dtype(), &dtype); !s.ok()) {
     return absl::InternalError(absl::StrCat("response: ", s.message()));
   }
-  const Shape shape = FromProto(response.shape());
-  if (dtype != inputs.dtype || shape != inputs.shape) {
+  Shape shape = FromProto(response.shape());
+  // With varlen the request may leave seq_len to the server (0 = derived
+  // from cu_seqlens_q); the output's size is checked separately.
+  if (inputs.varlen()) shape.seq_len = inputs.shape.seq_len;
+  const pb::TensorShape& s = response.shape();
+  const bool kv_differs = (s.kv_seq_len() != 0 && s.kv_seq_len() != inputs.SeqLenKv() &&
+                           !inputs.varlen()) ||
+                          (s.kv_num_heads() != 0 && s.kv_num_heads() != inputs.NumHeadsKv());
+  if (dtype != inputs.dtype || shape != inputs.shape || kv_differs) {
     return absl::InternalError(absl::StrCat(
         "response describes a ", DTypeName(dtype), " ", shape.ToString(), " output for a ",
         DTypeName(inputs.dtype), " ", inputs.shape.ToString(), " request"));
@@ -128,14 +136,26 @@ pb::AttendRequest MakeRequestHeader(const AttentionInputs& inputs, const AttendO
   header.set_request_id(options.request_id);
   header.set_dtype(ToProto(inputs.dtype));
   *header.mutable_shape() = ToProto(inputs.shape);
+  // proto3 leaves zero/false/empty fields out of the encoding: a request
+  // without the newer features is byte-identical to the seed's.
+  header.mutable_shape()->set_kv_seq_len(inputs.kv_seq_len);
+  header.mutable_shape()->set_kv_num_heads(inputs.kv_num_heads);
   if (options.softmax_scale.has_value()) header.set_softmax_scale(*options.softmax_scale);
   header.set_kernel(options.kernel);
+  header.set_causal(options.causal);
+  if (options.window_left != -1) header.set_window_left(options.window_left);
+  if (options.window_right != -1) header.set_window_right(options.window_right);
+  header.set_return_lse(options.return_lse);
+  header.mutable_cu_seqlens_q()->Assign(inputs.cu_seqlens_q.begin(), inputs.cu_seqlens_q.end());
+  header.mutable_cu_seqlens_k()->Assign(inputs.cu_seqlens_k.begin(), inputs.cu_seqlens_k.end());
   return header;
 }
 
-int64_t EncodedRequestBytes(const pb::AttendRequest& header, int64_t tensor_bytes) {
-  const int64_t field = 1 + VarintSize(static_cast<uint64_t>(tensor_bytes)) + tensor_bytes;
-  return static_cast<int64_t>(header.ByteSizeLong()) + 3 * field;
+int64_t EncodedRequestBytes(const pb::AttendRequest& header, int64_t q_bytes, int64_t kv_bytes) {
+  auto field = [](int64_t bytes) {
+    return 1 + VarintSize(static_cast<uint64_t>(bytes)) + bytes;
+  };
+  return static_cast<int64_t>(header.ByteSizeLong()) + field(q_bytes) + 2 * field(kv_bytes);
 }
 
 grpc::ByteBuffer EncodeAttendRequest(const pb::AttendRequest& header,
@@ -165,12 +185,29 @@ absl::Status TakeResponseHeader(pb::AttendResponse& header, const AttentionInput
   return absl::OkStatus();
 }
 
+absl::Status DecodeLse(const std::string& bytes, int64_t elements, std::vector<float>* lse) {
+  if (static_cast<int64_t>(bytes.size()) != elements * 4) {
+    return absl::InternalError(absl::StrCat("response: lse has ", bytes.size(),
+                                            " bytes, expected ", elements * 4));
+  }
+  lse->resize(static_cast<size_t>(elements));
+  // float32 little-endian on the wire, as on every host this builds for.
+  static_assert(sizeof(float) == 4);
+  if (!bytes.empty()) std::memcpy(lse->data(), bytes.data(), bytes.size());
+  return absl::OkStatus();
+}
+
 absl::Status TakeResponse(pb::AttendResponse& response, const AttentionInputs& inputs,
-                          AttendResult* result) {
+                          bool return_lse, AttendResult* result) {
   if (absl::Status s = TakeResponseHeader(response, inputs, result); !s.ok()) return s;
-  if (static_cast<int64_t>(response.out().size()) != inputs.TensorBytes()) {
+  if (static_cast<int64_t>(response.out().size()) != inputs.QBytes()) {
     return absl::InternalError(absl::StrCat("response: out has ", response.out().size(),
-                                            " bytes, expected ", inputs.TensorBytes()));
+                                            " bytes, expected ", inputs.QBytes()));
+  }
+  if (absl::Status s = DecodeLse(response.lse(), return_lse ? inputs.LseElements() : 0,
+                                 &result->lse);
+      !s.ok()) {
+    return s;
   }
   result->out = std::move(*response.mutable_out());
   return absl::OkStatus();

@@ -5,13 +5,16 @@
 // message, then into gRPC's send buffer). EncodeAttendRequest instead writes
 // the small header fields with protobuf and appends each tensor as a
 // length-delimited field whose payload slice points at the caller's memory:
-// the wire bytes are identical to AttendRequest::SerializeAsString, and the
+// the message parses exactly as AttendRequest::SerializeAsString's (and, for
+// a request without fields numbered above v's, has the same bytes), and the
 // tensors are read in place by the transport.
 #ifndef ATTN_CLIENT_SRC_WIRE_CODEC_H_
 #define ATTN_CLIENT_SRC_WIRE_CODEC_H_
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "attn/client/attend_types.h"
@@ -27,12 +30,17 @@ attnserve::v1::TensorShape ToProto(const Shape& shape);
 Shape FromProto(const attnserve::v1::TensorShape& proto);
 ServerTiming FromProto(const attnserve::v1::Timing& proto);
 
-// Every AttendRequest field except q, k and v.
+// Every AttendRequest field except q, k and v. Fields of the newer features
+// (kv_seq_len, kv_num_heads, causal, window, return_lse, cu_seqlens) are set
+// only when the inputs or options use them, so a self-attention request
+// encodes to the same bytes as before they existed.
 attnserve::v1::AttendRequest MakeRequestHeader(const AttentionInputs& inputs,
                                                const AttendOptions& options);
 
-// Exact serialized size of `header` with three tensors of `tensor_bytes`.
-int64_t EncodedRequestBytes(const attnserve::v1::AttendRequest& header, int64_t tensor_bytes);
+// Exact serialized size of `header` with a q of `q_bytes` and a k and v of
+// `kv_bytes` each.
+int64_t EncodedRequestBytes(const attnserve::v1::AttendRequest& header, int64_t q_bytes,
+                            int64_t kv_bytes);
 
 // `header` followed by fields q, k, v of `inputs`. The tensor slices hold a
 // reference to `inputs` until gRPC releases them.
@@ -41,14 +49,19 @@ grpc::ByteBuffer EncodeAttendRequest(const attnserve::v1::AttendRequest& header,
 
 // Moves `response` into `result` (everything but timings measured by the
 // client). INTERNAL when the response does not match the request: wrong
-// dtype, shape or output size.
+// dtype, shape, output size, or LSE size (LseElements() floats with
+// `return_lse`, none without).
 absl::Status TakeResponse(attnserve::v1::AttendResponse& response, const AttentionInputs& inputs,
-                          AttendResult* result);
+                          bool return_lse, AttendResult* result);
 
-// Same for the header message of a streamed response; the output arrives
-// separately in chunks.
+// Same for the header message of a streamed response; the output and LSE
+// arrive separately in chunks.
 absl::Status TakeResponseHeader(attnserve::v1::AttendResponse& header,
                                 const AttentionInputs& inputs, AttendResult* result);
+
+// float32 little-endian bytes (AttendResponse.lse) to floats; INTERNAL when
+// there are not `elements` of them.
+absl::Status DecodeLse(const std::string& bytes, int64_t elements, std::vector<float>* lse);
 
 }  // namespace attn::internal
 

@@ -51,7 +51,8 @@ void SetToolUsage(absl::string_view usage) {
   // Abseil's default lists only flags of a file named after the binary.
   absl::FlagsUsageConfig config;
   config.contains_help_flags = [](absl::string_view path) {
-    return absl::EndsWith(path, "main.cc") || absl::EndsWith(path, "connection_flags.cc");
+    return absl::EndsWith(path, "main.cc") || absl::EndsWith(path, "connection_flags.cc") ||
+           absl::EndsWith(path, "problem_flags.cc");
   };
   config.contains_helpshort_flags = config.contains_help_flags;
   absl::SetFlagsUsageConfig(config);

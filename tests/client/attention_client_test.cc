@@ -3,7 +3,9 @@
 // client itself detects.
 #include "attn/client/attention_client.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -54,8 +56,7 @@ double ErrorOf(const AttendResult& result, const Case& c) {
   return attn::testing::RelativeL2Error(out, result.dtype, c.reference);
 }
 
-std::unique_ptr<AttentionClient> ConnectTo(const std::string& address,
-                                           ClientOptions options = {}) {
+std::unique_ptr<AttentionClient> ConnectTo(const std::string& address, ClientOptions options = {}) {
   options.address = address;
   absl::StatusOr<std::unique_ptr<AttentionClient>> client = AttentionClient::Connect(options);
   EXPECT_TRUE(client.ok()) << client.status();
@@ -86,7 +87,8 @@ TEST_F(AttentionClientTest, UnaryAttendMatchesFloat64Reference) {
     EXPECT_LT(ErrorOf(*result, c), dtype == DType::kFloat16 ? 2e-3 : 1e-2) << c.describe;
     EXPECT_EQ(result->backend, "cpu");
     EXPECT_GT(result->server.total_ns, 0);
-    EXPECT_GE(result->client.round_trip_ns, result->client.marshal_ns + result->client.unmarshal_ns);
+    EXPECT_GE(result->client.round_trip_ns,
+              result->client.marshal_ns + result->client.unmarshal_ns);
   }
   EXPECT_EQ(fake_->service->unary_calls(), 2);
   EXPECT_EQ(fake_->service->stream_calls(), 0);
@@ -109,6 +111,109 @@ TEST_F(AttentionClientTest, StreamedAttendEqualsUnaryBitForBit) {
   ASSERT_TRUE(single.ok()) << single.status();
   EXPECT_EQ(streamed->out, single->out);
   EXPECT_EQ(fake_->service->stream_calls(), 1);
+}
+
+// The float64 reference of `in` under `options` (every feature), and its LSE.
+std::vector<double> BreadthReference(const AttentionInputs& in, const AttendOptions& options,
+                                     std::vector<double>* lse) {
+  std::vector<float> q(in.q.size() / 2), k(in.k.size() / 2), v(in.v.size() / 2);
+  ToFloat(in.q.data(), in.dtype, q.size(), q.data());
+  ToFloat(in.k.data(), in.dtype, k.size(), k.data());
+  ToFloat(in.v.data(), in.dtype, v.size(), v.data());
+  return AttentionNaiveF64(in.Problem(options), q.data(), k.data(), v.data(),
+                           in.varlen() ? in.cu_seqlens_q.data() : nullptr,
+                           in.varlen() ? in.cu_seqlens_k.data() : nullptr, lse);
+}
+
+// Largest |got - want| over the finite values; -inf must match -inf.
+double LseError(const std::vector<float>& got, const std::vector<double>& want) {
+  double worst = got.size() == want.size() ? 0.0 : 1e30;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    if (std::isinf(want[i]) || std::isinf(got[i])) {
+      if (got[i] != want[i]) worst = 1e30;
+      continue;
+    }
+    worst = std::max(worst, std::abs(got[i] - want[i]));
+  }
+  return worst;
+}
+
+TEST_F(AttentionClientTest, EveryFeatureMatchesFloat64ReferenceUnaryAndStreamed) {
+  struct Feature {
+    const char* name;
+    AttentionInputs geometry;
+    AttendOptions options;
+  };
+  std::vector<Feature> features;
+  {
+    Feature f{"gqa, kv_seq_len > seq_len, causal, lse", {}, {}};
+    f.geometry.shape = Shape{2, 24, 4, 16};
+    f.geometry.kv_seq_len = 37;
+    f.geometry.kv_num_heads = 2;
+    f.options.causal = true;
+    f.options.return_lse = true;
+    features.push_back(f);
+  }
+  {
+    Feature f{"mqa, kv_seq_len < seq_len, window (5, 2), lse", {}, {}};
+    f.geometry.shape = Shape{1, 40, 3, 8};
+    f.geometry.kv_seq_len = 20;  // the first rows see no key under the mask
+    f.geometry.kv_num_heads = 1;
+    f.options.window_left = 5;
+    f.options.window_right = 2;
+    f.options.return_lse = true;
+    features.push_back(f);
+  }
+  {
+    Feature f{"varlen, causal, lse", {}, {}};
+    f.geometry.shape = Shape{3, 0, 4, 16};
+    f.geometry.kv_num_heads = 2;
+    f.geometry.cu_seqlens_q = CumulativeSeqlens({7, 1, 30});
+    f.geometry.cu_seqlens_k = CumulativeSeqlens({9, 4, 30});
+    f.options.causal = true;
+    f.options.return_lse = true;
+    features.push_back(f);
+  }
+  ClientOptions client_options;
+  client_options.stream_chunk_bytes = 333;
+  std::unique_ptr<AttentionClient> client = ConnectTo(fake_->address, client_options);
+  ASSERT_NE(client, nullptr);
+  const uint64_t seed = attn::testing::FreshSeed();
+  for (const Feature& f : features) {
+    SCOPED_TRACE(::testing::Message() << f.name << ", seed " << seed);
+    AttentionInputs geometry = f.geometry;
+    geometry.dtype = DType::kFloat16;
+    const AttentionInputs in = MakeRandomInputs(geometry, seed);
+    ASSERT_TRUE(in.Validate().ok()) << in.Validate();
+    std::vector<double> ref_lse;
+    const std::vector<double> ref = BreadthReference(in, f.options, &ref_lse);
+    for (Transport transport : {Transport::kUnary, Transport::kStream}) {
+      AttendOptions options = f.options;
+      options.transport = transport;
+      absl::StatusOr<AttendResult> result = client->Attend(in, options);
+      ASSERT_TRUE(result.ok()) << result.status();
+      EXPECT_EQ(result->client.streamed, transport == Transport::kStream);
+      std::vector<uint16_t> out(result->out.size() / 2);
+      std::memcpy(out.data(), result->out.data(), result->out.size());
+      EXPECT_LT(attn::testing::RelativeL2Error(out, in.dtype, ref), 2e-3);
+      ASSERT_EQ(static_cast<int64_t>(result->lse.size()), in.LseElements());
+      EXPECT_LT(LseError(result->lse, ref_lse), 1e-3);
+    }
+  }
+  EXPECT_EQ(fake_->service->stream_calls(), 3);
+}
+
+TEST_F(AttentionClientTest, LseOnlyWhenAskedAndComplete) {
+  const AttentionInputs in = MakeRandomInputs({1, 8, 2, 8}, DType::kBFloat16, 5);
+  absl::StatusOr<AttendResult> result = client_->Attend(in);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->lse.empty());
+  AttendOptions options;
+  options.return_lse = true;
+  options.kernel = "short_lse";
+  result = client_->Attend(in, options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal) << result.status();
+  EXPECT_TRUE(absl::StrContains(result.status().message(), "lse")) << result.status();
 }
 
 TEST(AttentionClientAutoStreamTest, StreamsRequestsAboveTheServersMessageLimit) {
@@ -150,7 +255,8 @@ TEST_F(AttentionClientTest, ManyAsyncCallsShareOneInputAndAllComplete) {
     });
   }
   absl::MutexLock lock(&mu);
-  mu.Await(absl::Condition(+[](int* n) { return *n == kCalls; }, &finished));
+  mu.Await(absl::Condition(
+      +[](int* n) { return *n == kCalls; }, &finished));
   ASSERT_EQ(outputs.size(), static_cast<size_t>(kCalls));
   for (const std::string& out : outputs) EXPECT_EQ(out, outputs.front());
 }
@@ -255,8 +361,8 @@ TEST(AttentionClientTlsTest, ConnectsWithTheServersCertificateAndChecksItsName) 
   const std::string key = dir + "/attn_tls_key.pem", cert = dir + "/attn_tls_cert.pem";
   const std::string command =
       "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=attn.test "
-      "-addext subjectAltName=DNS:attn.test -keyout " + key + " -out " + cert +
-      " >/dev/null 2>&1";
+      "-addext subjectAltName=DNS:attn.test -keyout " +
+      key + " -out " + cert + " >/dev/null 2>&1";
   if (std::system(command.c_str()) != 0) GTEST_SKIP() << "no usable openssl command";
 
   grpc::SslServerCredentialsOptions ssl;

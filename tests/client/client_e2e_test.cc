@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -115,6 +117,111 @@ TEST_F(ClientE2eTest, AttendMatchesTheFloat64Reference) {
     EXPECT_GE(result->server.total_ns, result->server.kernel_ns);
     EXPECT_GE(result->client.round_trip_ns, result->server.total_ns);
   }
+}
+
+// Every feature through the real server, unary and streamed (the server's
+// message limit makes the larger case stream), against the float64
+// reference with its LSE.
+TEST_F(ClientE2eTest, EveryFeatureMatchesTheFloat64Reference) {
+  struct Feature {
+    const char* name;
+    AttentionInputs geometry;
+    AttendOptions options;
+  };
+  std::vector<Feature> features(3);
+  features[0].name = "gqa, kv_seq_len 50 > 31, causal, lse";
+  features[0].geometry.shape = Shape{2, 31, 4, 32};
+  features[0].geometry.kv_seq_len = 50;
+  features[0].geometry.kv_num_heads = 2;
+  features[0].options.causal = true;
+  features[0].options.return_lse = true;
+  features[1].name = "mqa, window (6, 0), lse, large enough to stream";
+  features[1].geometry.shape = Shape{1, 160, 4, 64};  // 80 KiB of q: above the limit
+  features[1].geometry.kv_num_heads = 1;
+  features[1].options.window_left = 6;
+  features[1].options.window_right = 0;
+  features[1].options.return_lse = true;
+  features[2].name = "varlen, causal, lse";
+  features[2].geometry.shape = Shape{3, 0, 2, 16};
+  features[2].geometry.cu_seqlens_q = CumulativeSeqlens({5, 0, 21});
+  features[2].geometry.cu_seqlens_k = CumulativeSeqlens({9, 3, 17});
+  features[2].options.causal = true;
+  features[2].options.return_lse = true;
+  const uint64_t seed = attn::testing::FreshSeed();
+  for (Feature& f : features) {
+    SCOPED_TRACE(::testing::Message() << f.name << ", seed " << seed);
+    f.geometry.dtype = DType::kBFloat16;
+    const AttentionInputs in = MakeRandomInputs(f.geometry, seed);
+    ASSERT_TRUE(in.Validate().ok()) << in.Validate();
+    std::vector<float> q(in.q.size() / 2), k(in.k.size() / 2), v(in.v.size() / 2);
+    ToFloat(in.q.data(), in.dtype, q.size(), q.data());
+    ToFloat(in.k.data(), in.dtype, k.size(), k.data());
+    ToFloat(in.v.data(), in.dtype, v.size(), v.data());
+    std::vector<double> ref_lse;
+    const std::vector<double> ref =
+        AttentionNaiveF64(in.Problem(f.options), q.data(), k.data(), v.data(),
+                          in.varlen() ? in.cu_seqlens_q.data() : nullptr,
+                          in.varlen() ? in.cu_seqlens_k.data() : nullptr, &ref_lse);
+    absl::StatusOr<AttendResult> result = client_->Attend(in, f.options);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->client.streamed, client_->WouldStream(in));
+    std::vector<uint16_t> out(result->out.size() / 2);
+    std::memcpy(out.data(), result->out.data(), result->out.size());
+    EXPECT_LT(attn::testing::RelativeL2Error(out, in.dtype, ref), 1e-2);
+    ASSERT_EQ(result->lse.size(), ref_lse.size());
+    for (size_t i = 0; i < ref_lse.size(); ++i) {
+      if (std::isinf(ref_lse[i])) {
+        EXPECT_EQ(result->lse[i], -std::numeric_limits<float>::infinity()) << i;
+      } else {
+        EXPECT_NEAR(result->lse[i], ref_lse[i], 1e-3) << i;
+      }
+    }
+  }
+  EXPECT_TRUE(client_->WouldStream(MakeRandomInputs(features[1].geometry, 1)));
+}
+
+TEST_F(ClientE2eTest, CliBreadthFlagsCheckAndWriteNpy) {
+  const std::string out = TempPath("breadth_o.npy"), lse = TempPath("breadth_lse.npy");
+  CommandResult r = RunCli({"attend", "--address=" + server_->address(), "--shape=2,40,4,32",
+                            "--kv_shape=2,56,2,32", "--causal", "--window=8,-1", "--check",
+                            "--out=" + out, "--lse_out=" + lse, "--dtype=fp16"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "Sk=56, Hq=4, Hkv=2")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "lse max abs error")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "PASS")) << r.out;
+  absl::StatusOr<NpyArray> o = ReadNpyFile(out);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->shape, (std::vector<int64_t>{2, 40, 4, 32}));
+  absl::StatusOr<NpyArray> l = ReadNpyFile(lse);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->descr, "<f4");
+  EXPECT_EQ(l->shape, (std::vector<int64_t>{2, 4, 40}));
+  std::remove(out.c_str());
+  std::remove(lse.c_str());
+
+  // Varlen with sampled rows, streamed.
+  r = RunCli({"attend", "--address=" + server_->address(), "--shape=1,1,2,16", "--seqlens_q=30,1,9",
+              "--seqlens_k=12,4,40", "--causal", "--lse", "--check", "--check_rows=5",
+              "--transport=stream"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "varlen total_q=40 total_k=56")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "streamed")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "PASS")) << r.out;
+
+  // The server names what it refuses; the CLI refuses malformed flags itself.
+  r = RunCli(
+      {"attend", "--address=" + server_->address(), "--shape=1,8,4,16", "--kv_shape=1,8,3,16"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "kv_num_heads")) << r.err;
+  EXPECT_EQ(RunCli({"attend", "--window=1"}).exit_code, 2);
+  EXPECT_EQ(RunCli({"attend", "--cu_seqlens_q=0,4"}).exit_code, 2);
+}
+
+TEST_F(ClientE2eTest, CliKernelsPrintsCapabilities) {
+  const CommandResult r = RunCli({"kernels", "--address=" + server_->address()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "features")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "causal,window,gqa,kv_len,lse,varlen")) << r.out;
 }
 
 TEST_F(ClientE2eTest, RequestsAboveTheServersMessageLimitAreStreamed) {

@@ -4,9 +4,11 @@
 #include <chrono>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "attn/cpu_reference.h"
+#include "attn/problem.h"
 #include "attn/tensor.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -31,7 +33,8 @@ grpc::Status Invalid(const std::string& message) {
 
 grpc::Status FakeAttentionService::Compute(grpc::ServerContext* context,
                                            const pb::AttendRequest& request,
-                                           pb::AttendResponse* response, std::string* out) {
+                                           pb::AttendResponse* response, std::string* out,
+                                           std::string* lse) {
   const int64_t start = NowNs();
   if (request.kernel() == "fail_invalid") return Invalid("fake: kernel fail_invalid refuses");
   if (request.kernel() == "wait_cancel") {
@@ -44,25 +47,58 @@ grpc::Status FakeAttentionService::Compute(grpc::ServerContext* context,
     return Invalid("fake: dtype");
   }
   const DType dtype = request.dtype() == pb::DTYPE_FLOAT16 ? DType::kFloat16 : DType::kBFloat16;
-  const Shape shape{request.shape().batch(), request.shape().seq_len(),
-                    request.shape().num_heads(), request.shape().head_dim()};
-  if (shape.batch < 1 || shape.seq_len < 1 || shape.num_heads < 1 || shape.head_dim < 1 ||
-      shape.head_dim > 512) {
-    return Invalid(absl::StrCat("fake: shape ", shape.ToString()));
+  const pb::TensorShape& shape = request.shape();
+  AttentionProblem problem;
+  problem.batch = shape.batch();
+  problem.seqlen_q = shape.seq_len();
+  problem.seqlen_k = shape.kv_seq_len() > 0 ? shape.kv_seq_len() : shape.seq_len();
+  problem.heads_q = shape.num_heads();
+  problem.heads_kv = shape.kv_num_heads() > 0 ? shape.kv_num_heads() : shape.num_heads();
+  problem.head_dim = shape.head_dim();
+  problem.causal = request.causal();
+  problem.window_left = request.has_window_left() ? request.window_left() : -1;
+  problem.window_right = request.has_window_right() ? request.window_right() : -1;
+  problem.softmax_scale = request.has_softmax_scale() ? request.softmax_scale() : 0.0f;
+  problem.return_lse = request.return_lse();
+  problem.varlen = request.cu_seqlens_q_size() > 0;
+  if (problem.varlen) {
+    if (request.cu_seqlens_q_size() != problem.batch + 1 ||
+        request.cu_seqlens_k_size() != problem.batch + 1) {
+      return Invalid("fake: cu_seqlens sizes");
+    }
+    problem.total_q = request.cu_seqlens_q(static_cast<int>(problem.batch));
+    problem.total_k = request.cu_seqlens_k(static_cast<int>(problem.batch));
+    for (int b = 0; b < problem.batch; ++b) {
+      problem.seqlen_q = std::max<int64_t>(problem.seqlen_q,
+                                           request.cu_seqlens_q(b + 1) - request.cu_seqlens_q(b));
+      problem.seqlen_k = std::max<int64_t>(problem.seqlen_k,
+                                           request.cu_seqlens_k(b + 1) - request.cu_seqlens_k(b));
+    }
   }
-  const size_t bytes = static_cast<size_t>(shape.NumElements()) * 2;
-  if (request.q().size() != bytes || request.k().size() != bytes || request.v().size() != bytes) {
+  if (problem.batch < 1 || problem.seqlen_q < 1 || problem.seqlen_k < 1 || problem.heads_q < 1 ||
+      problem.heads_kv < 1 || problem.heads_q % problem.heads_kv != 0 || problem.head_dim < 1 ||
+      problem.head_dim > 512) {
+    return Invalid(absl::StrCat("fake: shape ", problem.ToString()));
+  }
+  if (static_cast<int64_t>(request.q().size()) != problem.QBytes(dtype) ||
+      static_cast<int64_t>(request.k().size()) != problem.KVBytes(dtype) ||
+      static_cast<int64_t>(request.v().size()) != problem.KVBytes(dtype)) {
     return Invalid("fake: tensor sizes do not match the shape");
   }
   const int64_t decoded = NowNs();
-  out->resize(bytes);
-  AttentionArgs args;
-  args.q = {request.q().data(), dtype, shape};
-  args.k = {request.k().data(), dtype, shape};
-  args.v = {request.v().data(), dtype, shape};
-  args.out = {out->data(), dtype, shape};
-  args.softmax_scale = request.has_softmax_scale() ? request.softmax_scale() : 0.0f;
+  out->resize(static_cast<size_t>(problem.QBytes(dtype)));
+  std::vector<float> lse_values(static_cast<size_t>(problem.LseElements()));
+  AttentionArgs args = AttentionArgs::Contiguous(
+      problem, dtype, request.q().data(), request.k().data(), request.v().data(), out->data(),
+      problem.return_lse ? lse_values.data() : nullptr);
+  if (problem.varlen) {
+    args.cu_seqlens_q = request.cu_seqlens_q().data();
+    args.cu_seqlens_k = request.cu_seqlens_k().data();
+  }
   AttentionCpu(args, /*num_threads=*/1);
+  if (lse != nullptr) {
+    lse->assign(reinterpret_cast<const char*>(lse_values.data()), lse_values.size() * 4);
+  }
   const int64_t computed = NowNs();
 
   response->set_request_id(request.request_id().empty() ? "fake-id" : request.request_id());
@@ -83,9 +119,11 @@ grpc::Status FakeAttentionService::Attend(grpc::ServerContext* context,
                                           pb::AttendResponse* response) {
   ++unary_calls_;
   std::string out;
-  grpc::Status status = Compute(context, *request, response, &out);
+  grpc::Status status = Compute(context, *request, response, &out, response->mutable_lse());
   if (!status.ok()) return status;
   if (request->kernel() == "short_output") out.pop_back();
+  if (request->kernel() == "short_lse" && !response->lse().empty())
+    response->mutable_lse()->pop_back();
   *response->mutable_out() = std::move(out);
   return grpc::Status::OK;
 }
@@ -106,34 +144,39 @@ grpc::Status FakeAttentionService::AttendStream(
                                                            : nullptr;
     if (tensor == nullptr) return Invalid("fake: chunk names no input tensor");
     if (chunk.offset() != static_cast<int64_t>(tensor->size())) {
-      return Invalid(absl::StrCat("fake: chunk offset ", chunk.offset(), " after ",
-                                  tensor->size(), " bytes"));
+      return Invalid(
+          absl::StrCat("fake: chunk offset ", chunk.offset(), " after ", tensor->size(), " bytes"));
     }
     tensor->append(chunk.data());
   }
   pb::AttendStreamResponse reply;
-  std::string out;
-  grpc::Status status = Compute(context, request, reply.mutable_header(), &out);
+  std::string out, lse;
+  grpc::Status status = Compute(context, request, reply.mutable_header(), &out, &lse);
   if (!status.ok()) return status;
   if (!stream->Write(reply)) return grpc::Status(grpc::StatusCode::CANCELLED, "fake: gone");
-  int64_t offset = 0;
-  int chunk_index = 0;
-  while (offset < static_cast<int64_t>(out.size())) {
-    const int64_t size =
-        std::min<int64_t>(options_.out_chunk_bytes, static_cast<int64_t>(out.size()) - offset);
-    pb::TensorChunk* chunk = reply.mutable_chunk();
-    chunk->set_tensor(pb::TENSOR_OUT);
-    chunk->set_offset(request.kernel() == "bad_offset" && chunk_index == 1 ? offset + 1 : offset);
-    chunk->set_data(out.substr(static_cast<size_t>(offset), static_cast<size_t>(size)));
-    if (!stream->Write(reply)) return grpc::Status(grpc::StatusCode::CANCELLED, "fake: gone");
-    offset += size;
-    ++chunk_index;
+  // The output's chunks, then (with return_lse) the LSE's.
+  const std::pair<pb::TensorName, const std::string*> tensors[] = {{pb::TENSOR_OUT, &out},
+                                                                   {pb::TENSOR_LSE, &lse}};
+  for (const auto& [name, bytes] : tensors) {
+    int64_t offset = 0;
+    int chunk_index = 0;
+    while (offset < static_cast<int64_t>(bytes->size())) {
+      const int64_t size =
+          std::min<int64_t>(options_.out_chunk_bytes, static_cast<int64_t>(bytes->size()) - offset);
+      pb::TensorChunk* chunk = reply.mutable_chunk();
+      chunk->set_tensor(name);
+      const bool skip = request.kernel() == "bad_offset" && chunk_index == 1;
+      chunk->set_offset(skip ? offset + 1 : offset);
+      chunk->set_data(bytes->substr(static_cast<size_t>(offset), static_cast<size_t>(size)));
+      if (!stream->Write(reply)) return grpc::Status(grpc::StatusCode::CANCELLED, "fake: gone");
+      offset += size;
+      ++chunk_index;
+    }
   }
   return grpc::Status::OK;
 }
 
-grpc::Status FakeAttentionService::ListKernels(grpc::ServerContext*,
-                                               const pb::ListKernelsRequest*,
+grpc::Status FakeAttentionService::ListKernels(grpc::ServerContext*, const pb::ListKernelsRequest*,
                                                pb::ListKernelsResponse* response) {
   pb::KernelDescriptor* kernel = response->add_kernels();
   kernel->set_name("cpu_reference");

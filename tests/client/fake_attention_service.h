@@ -8,7 +8,10 @@
 //   "wait_cancel"    blocks until the call is cancelled (deadline tests)
 //   "bad_offset"     streamed reply whose second output chunk skips a byte
 //   "short_output"   unary reply with one byte of output missing
-// Everything else runs the CPU kernel.
+//   "short_lse"      unary reply with one byte of the LSE missing
+// Everything else runs the CPU kernel (every feature of attention.proto:
+// kv shape, causal, window, LSE, varlen); streamed replies send the output's
+// chunks, then the LSE's.
 #ifndef ATTN_TESTS_CLIENT_FAKE_ATTENTION_SERVICE_H_
 #define ATTN_TESTS_CLIENT_FAKE_ATTENTION_SERVICE_H_
 
@@ -54,10 +57,11 @@ class FakeAttentionService final : public attnserve::v1::Attention::Service {
   int64_t stream_calls() const { return stream_calls_.load(); }
 
  private:
-  // Computes `request`'s output into `response` (everything but `out` when
-  // `out` is null).
+  // Computes `request`'s output into `out` and its LSE (float32 bytes, with
+  // return_lse) into `lse`, and the rest of the response into `response`.
   grpc::Status Compute(grpc::ServerContext* context, const attnserve::v1::AttendRequest& request,
-                       attnserve::v1::AttendResponse* response, std::string* out);
+                       attnserve::v1::AttendResponse* response, std::string* out,
+                       std::string* lse);
 
   const Options options_;
   std::atomic<int64_t> unary_calls_{0};

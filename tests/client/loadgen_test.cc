@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "arrival_schedule.h"
+#include "attn/client/attend_types.h"
 #include "gtest/gtest.h"
 #include "json_writer.h"
 #include "latency_plot.h"
@@ -30,8 +31,8 @@ TEST(SweepSpecTest, ValuesListsAndRanges) {
 }
 
 TEST(SweepSpecTest, RejectsBadSpecs) {
-  for (const char* bad : {"", "0", "-1", "a", "1:", "1:8", "8:1:1", "1:8:x1", "1:8:0", "1:8:x",
-                          "1:2:3:4", "1,,2"}) {
+  for (const char* bad :
+       {"", "0", "-1", "a", "1:", "1:8", "8:1:1", "1:8:x1", "1:8:0", "1:8:x", "1:2:3:4", "1,,2"}) {
     EXPECT_FALSE(ParseSweep(bad).ok()) << "'" << bad << "'";
   }
   EXPECT_FALSE(ParseIntegerSweep("1.5").ok());
@@ -177,6 +178,43 @@ TEST(ReportTest, JsonCarriesEveryLevelAndOptionalRequests) {
   EXPECT_FALSE(absl::StrContains(without, "\"requests\""));
   EXPECT_TRUE(absl::StrContains(without, "\"p99.9\": "));
   EXPECT_TRUE(absl::StrContains(without, "\"UNAVAILABLE\": 1"));
+}
+
+TEST(ReportTest, CostAndJsonFollowTheProblem) {
+  // GQA with causal masking over Sq = 4 queries and Sk = 6 keys: query i sees
+  // i + 3 keys (bottom-right aligned), 3 + 4 + 5 + 6 = 18 pairs per sequence.
+  AttentionInputs geometry;
+  geometry.dtype = DType::kFloat16;
+  geometry.shape = Shape{2, 4, 4, 8};
+  geometry.kv_seq_len = 6;
+  geometry.kv_num_heads = 2;
+  const AttentionInputs inputs = MakeRandomInputs(geometry, 1);
+  AttendOptions call;
+  call.causal = true;
+  call.return_lse = true;
+  const RequestCost cost = RequestCost::Of(inputs, call);
+  EXPECT_DOUBLE_EQ(cost.flops, 4.0 * 8 * 4 * 2 * 18);
+  EXPECT_DOUBLE_EQ(cost.flops, inputs.Problem(call).Flops());
+  EXPECT_DOUBLE_EQ(cost.tensor_bytes,
+                   2.0 * (2 * 4 * 4 * 8) * 2 + 2.0 * 2 * (2 * 6 * 2 * 8) + 4.0 * 2 * 4 * 4);
+  EXPECT_DOUBLE_EQ(RequestCost::SelfAttention({1, 128, 2, 64}).flops, 4.0 * 2 * 128 * 128 * 64);
+
+  const LevelRun run = SyntheticOpenLoopRun();
+  const LevelSummary dense = Summarize(run, RequestCost::Of(inputs, AttendOptions()));
+  const LevelSummary s = Summarize(run, cost);
+  EXPECT_NEAR(s.tflops, s.throughput_rps * cost.flops / 1e12, 1e-15);
+  EXPECT_NEAR(s.tflops / dense.tflops, 18.0 / 24.0, 1e-12);  // masked pairs are not credited
+  SweepContext context;
+  context.shape = geometry.shape;
+  context.problem = inputs.Problem(call);
+  context.cost = cost;
+  context.spec = run.spec;
+  const std::string json = FormatJson(context, {s}, nullptr);
+  for (const char* text : {"\"kv_seq_len\": 6", "\"kv_num_heads\": 2", "\"causal\": true",
+                           "\"return_lse\": true", "\"window_left\": -1", "\"varlen\": false"}) {
+    EXPECT_TRUE(absl::StrContains(json, text)) << text << "\n" << json;
+  }
+  EXPECT_TRUE(absl::StrContains(Headline(context), "causal")) << Headline(context);
 }
 
 void ExpectNear(const std::vector<double>& actual, const std::vector<double>& expected) {

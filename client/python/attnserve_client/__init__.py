@@ -9,11 +9,15 @@
     print(timing)
 
 See client.Client.attend for the accepted array types (fp16, bf16 via
-ml_dtypes or raw bits, float32 with dtype=...).
+ml_dtypes or raw bits, float32 with dtype=...) and FlashAttention-2's
+options (causal, window_size, return_lse, GQA k/v, cu_seqlens for varlen).
+With PyTorch, flash_attn_func / flash_attn_varlen_func (module flash_attn)
+take and return torch tensors in FA2's conventions.
 """
 
 from .client import AttnServeError, Client, Timing, attend
-from .reference import attention_reference, relative_l2_error
+from .flash_attn import flash_attn_func, flash_attn_varlen_func, set_default_client
+from .reference import attention_reference, relative_l2_error, varlen_attention_reference
 from .tensors import BF16, FP16, bf16_bits_to_float, float_to_bf16_bits
 
 __all__ = [
@@ -25,6 +29,10 @@ __all__ = [
     "attend",
     "attention_reference",
     "bf16_bits_to_float",
+    "flash_attn_func",
+    "flash_attn_varlen_func",
     "float_to_bf16_bits",
     "relative_l2_error",
+    "set_default_client",
+    "varlen_attention_reference",
 ]

@@ -229,53 +229,117 @@ class Client:
     # --- attention ---------------------------------------------------------
 
     def attend(self, q, k, v, *, dtype=None, kernel="", softmax_scale=None, request_id="",
-               timeout=None, stream=None):
-        """Runs attention on the server; returns (out, Timing).
+               timeout=None, stream=None, causal=False, window_size=(-1, -1), return_lse=False,
+               cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None):
+        """Runs attention on the server; returns (out, Timing), or (out, lse, Timing)
+        with return_lse. The call is FlashAttention-2's flash_attn_func (or, with
+        cu_seqlens, flash_attn_varlen_func).
 
-        q, k, v: 4-D arrays [batch, seq_len, num_heads, head_dim] of one shape:
-            float16, bfloat16 (ml_dtypes, or 2-byte void as np.load returns
-            it), raw uint16/int16 bits with `dtype`, or float32/float64 with
-            `dtype` ('fp16' or 'bf16'; rounded to nearest even).
-        out: same dtype as q for 16-bit inputs, float32 for float inputs.
+        q: 4-D [batch, seq_len, num_heads, head_dim]; k, v: [batch, kv_seq_len,
+            kv_num_heads, head_dim], kv_num_heads dividing num_heads (grouped-query
+            attention). Elements: float16, bfloat16 (ml_dtypes, or 2-byte void as
+            np.load returns it), raw uint16/int16 bits with `dtype`, or
+            float32/float64 with `dtype` ('fp16' or 'bf16'; rounded to nearest even).
+        out: q's shape; same dtype as q for 16-bit inputs, float32 for float inputs.
+        causal: causal mask aligned to the bottom right (query i sees keys
+            j <= i + kv_seq_len - seq_len).
+        window_size: (left, right) sliding window; -1 = unbounded on that side.
+        return_lse: also return the log-sum-exp of every query row, float32
+            [batch, num_heads, seq_len] (varlen: [num_heads, total_q]); -inf for a
+            row that sees no key.
+        cu_seqlens_q, cu_seqlens_k: varlen (both or neither): int32 token offsets
+            (batch + 1 each); q, k, v are then packed 3-D [total, heads, head_dim].
+            max_seqlen_q / max_seqlen_k: the longest sequences (None: derived).
         kernel: kernel name (list_kernels()); '' = the server's default.
         softmax_scale: multiplies q @ k^T; None = 1/sqrt(head_dim).
         stream: True/False forces AttendStream/Attend; None picks by size.
         """
         start = time.perf_counter_ns()
-        wire = [tensors.to_wire(t, dtype) for t in (q, k, v)]
+        varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+        if varlen and (cu_seqlens_q is None or cu_seqlens_k is None):
+            raise ValueError("give both cu_seqlens_q and cu_seqlens_k (varlen), or neither")
+        ndim = 3 if varlen else 4
+        wire = [tensors.to_wire(t, dtype, ndim=ndim) for t in (q, k, v)]
         wire_dtype, shape = wire[0][0], tuple(wire[0][1])
-        if min(shape) < 1:
-            raise ValueError(f"every dimension of [B, S, H, D] must be >= 1, got {shape}")
+        kv_shape = tuple(wire[1][1])
+        if min(shape) < 1 or min(kv_shape) < 1:
+            raise ValueError(f"every dimension must be >= 1, got q {shape}, k {kv_shape}")
         for name, (d, s, _) in zip("kv", wire[1:]):
-            if d != wire_dtype or tuple(s) != shape:
-                raise ValueError(f"{name} is {d} {tuple(s)}, q is {wire_dtype} {shape}")
+            if d != wire_dtype or tuple(s) != kv_shape:
+                raise ValueError(f"{name} is {d} {tuple(s)}, k is {wire[1][0]} {kv_shape}, "
+                                 f"q is {wire_dtype}")
+        heads, head_dim = shape[-2], shape[-1]
+        kv_heads = kv_shape[-2]
+        if kv_shape[-1] != head_dim or heads % kv_heads:
+            raise ValueError(f"k/v {kv_shape} do not go with q {shape}: head_dim must agree and "
+                             "kv_num_heads divide num_heads")
+        tensor_shape = pb.TensorShape(num_heads=heads, head_dim=head_dim)
+        if varlen:
+            cu_q = _offsets(cu_seqlens_q, "cu_seqlens_q", shape[0])
+            cu_k = _offsets(cu_seqlens_k, "cu_seqlens_k", kv_shape[0])
+            if len(cu_q) != len(cu_k):
+                raise ValueError(f"cu_seqlens_q has {len(cu_q)} offsets, cu_seqlens_k {len(cu_k)}")
+            batch = len(cu_q) - 1
+            tensor_shape.batch = batch
+            tensor_shape.seq_len = int(max_seqlen_q) if max_seqlen_q else int(np.diff(cu_q).max())
+            kv_len = int(max_seqlen_k) if max_seqlen_k else int(np.diff(cu_k).max())
+            tensor_shape.kv_seq_len = kv_len
+            lse_shape = (heads, shape[0])
+        else:
+            if kv_shape[0] != shape[0]:
+                raise ValueError(f"k/v batch {kv_shape[0]} differs from q's {shape[0]}")
+            tensor_shape.batch, tensor_shape.seq_len = shape[0], shape[1]
+            if kv_shape[1] != shape[1]:
+                tensor_shape.kv_seq_len = kv_shape[1]
+            lse_shape = (shape[0], heads, shape[1])
+        if kv_heads != heads:
+            tensor_shape.kv_num_heads = kv_heads
         header = pb.AttendRequest(
             request_id=request_id,
             dtype=pb.DTYPE_FLOAT16 if wire_dtype == tensors.FP16 else pb.DTYPE_BFLOAT16,
-            shape=pb.TensorShape(batch=shape[0], seq_len=shape[1], num_heads=shape[2],
-                                 head_dim=shape[3]),
+            shape=tensor_shape,
             kernel=kernel,
+            causal=bool(causal),
+            return_lse=bool(return_lse),
         )
         if softmax_scale is not None:
             header.softmax_scale = float(softmax_scale)
+        window_left, window_right = (int(w) for w in window_size)
+        if window_left != -1:
+            header.window_left = window_left
+        if window_right != -1:
+            header.window_right = window_right
+        if varlen:
+            header.cu_seqlens_q.extend(int(x) for x in cu_q)
+            header.cu_seqlens_k.extend(int(x) for x in cu_k)
         bits = [w[2] for w in wire]
         if stream is None:
-            stream = header.ByteSize() + 3 * (bits[0].nbytes + 16) > self.stream_threshold_bytes
+            size = header.ByteSize() + sum(b.nbytes + 16 for b in bits)
+            stream = size > self.stream_threshold_bytes
         timeout = self.timeout if timeout is None else timeout
         if stream:
-            response, out_bytes, client = self._attend_stream(header, bits, timeout, start)
+            response, out_bytes, lse_bytes, client = self._attend_stream(header, bits, timeout,
+                                                                         start)
         else:
-            response, out_bytes, client = self._attend_unary(header, bits, timeout, start)
+            response, out_bytes, lse_bytes, client = self._attend_unary(header, bits, timeout,
+                                                                        start)
 
         unmarshal_start = time.perf_counter_ns()
         expected = int(np.prod(shape)) * 2
-        if response.shape != header.shape or response.dtype != header.dtype:
+        if (response.dtype != header.dtype or response.shape.num_heads != heads
+                or response.shape.head_dim != head_dim or response.shape.batch != header.shape.batch):
             raise AttnServeError("Attend", self.address, grpc.StatusCode.INTERNAL,
                                  "response shape or dtype differs from the request")
         if len(out_bytes) != expected:
             raise AttnServeError("Attend", self.address, grpc.StatusCode.INTERNAL,
                                  f"response has {len(out_bytes)} output bytes, expected {expected}")
+        expected_lse = int(np.prod(lse_shape)) * 4 if return_lse else 0
+        if len(lse_bytes) != expected_lse:
+            raise AttnServeError("Attend", self.address, grpc.StatusCode.INTERNAL,
+                                 f"response has {len(lse_bytes)} LSE bytes, expected {expected_lse}")
         out = tensors.from_wire(out_bytes, wire_dtype, shape, np.asarray(q).dtype)
+        lse = np.frombuffer(lse_bytes, dtype="<f4").reshape(lse_shape).astype(np.float32) \
+            if return_lse else None
         end = time.perf_counter_ns()
         t = response.timing
         timing = Timing(
@@ -287,6 +351,8 @@ class Client:
             request_id=response.request_id, kernel=response.kernel, backend=response.backend,
             device=response.device, kernel_tflops=response.kernel_tflops,
         )
+        if return_lse:
+            return out, lse, timing
         return out, timing
 
     def _attend_unary(self, header, bits, timeout, start):
@@ -304,8 +370,8 @@ class Client:
         unmarshal_start = time.perf_counter_ns()
         response = pb.AttendResponse.FromString(raw)
         out = response.out
-        return response, out, {"marshal_ns": marshal_ns,
-                               "unmarshal_ns": time.perf_counter_ns() - unmarshal_start}
+        return response, out, response.lse, {
+            "marshal_ns": marshal_ns, "unmarshal_ns": time.perf_counter_ns() - unmarshal_start}
 
     def _attend_stream(self, header, bits, timeout, start):
         client = {"marshal_ns": 0, "unmarshal_ns": 0}
@@ -329,7 +395,7 @@ class Client:
         try:
             responses = self._stub.AttendStream(requests(), timeout=timeout,
                                                 metadata=self._metadata)
-            header_response, out = None, bytearray()
+            header_response, out, lse = None, bytearray(), bytearray()
             for message in responses:
                 t0 = time.perf_counter_ns()
                 if header_response is None:
@@ -339,13 +405,16 @@ class Client:
                                              "first response message is not a header")
                     header_response = message.header
                 else:
+                    # The output's chunks in order, then (return_lse) the LSE's.
                     part = message.chunk
-                    if part.tensor != pb.TENSOR_OUT or part.offset != len(out):
+                    target = out if part.tensor == pb.TENSOR_OUT and not lse else lse
+                    wanted = pb.TENSOR_OUT if target is out else pb.TENSOR_LSE
+                    if part.tensor != wanted or part.offset != len(target):
                         raise AttnServeError("AttendStream", self.address,
                                              grpc.StatusCode.INTERNAL,
-                                             f"output chunk at offset {part.offset} after "
-                                             f"{len(out)} bytes")
-                    out += part.data
+                                             f"{pb.TensorName.Name(part.tensor)} chunk at offset "
+                                             f"{part.offset} after {len(target)} bytes")
+                    target += part.data
                 client["unmarshal_ns"] += time.perf_counter_ns() - t0
         except grpc.RpcError as error:
             raise AttnServeError("AttendStream", self.address, error.code(),
@@ -353,12 +422,24 @@ class Client:
         if header_response is None:
             raise AttnServeError("AttendStream", self.address, grpc.StatusCode.INTERNAL,
                                  "stream ended without a response")
-        return header_response, bytes(out), client
+        return header_response, bytes(out), bytes(lse), client
+
+
+def _offsets(values, name, total):
+    """cu_seqlens as an int32 array: batch + 1 non-decreasing offsets from 0 to `total`."""
+    offsets = np.asarray(values.cpu() if hasattr(values, "cpu") else values).astype(np.int64)
+    if (offsets.ndim != 1 or offsets.size < 2 or offsets[0] != 0 or np.any(np.diff(offsets) < 0)
+            or offsets[-1] != total):
+        raise ValueError(f"{name} must be batch + 1 non-decreasing offsets from 0 to the "
+                         f"{total} packed tokens, got {offsets.tolist()}")
+    return offsets.astype(np.int32)
 
 
 def attend(q, k, v, address="localhost:50051", **kwargs):
     """One call on a fresh connection: Client(address).attend(q, k, v, **kwargs)."""
-    attend_keys = ("dtype", "kernel", "softmax_scale", "request_id", "timeout", "stream")
+    attend_keys = ("dtype", "kernel", "softmax_scale", "request_id", "timeout", "stream",
+                   "causal", "window_size", "return_lse", "cu_seqlens_q", "cu_seqlens_k",
+                   "max_seqlen_q", "max_seqlen_k")
     call_kwargs = {key: kwargs.pop(key) for key in attend_keys if key in kwargs}
     with Client(address, **kwargs) as client:
         return client.attend(q, k, v, **call_kwargs)

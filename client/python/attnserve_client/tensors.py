@@ -61,18 +61,20 @@ def _is_bf16_dtype(dtype):
     )
 
 
-def to_wire(array, dtype=None):
+def to_wire(array, dtype=None, ndim=4):
     """Returns (wire dtype, shape, contiguous little-endian 16-bit array).
 
     `dtype` (fp16/bf16) is required for float32/float64 and integer-bit
-    inputs, and must agree with fp16/bf16 inputs when given.
+    inputs, and must agree with fp16/bf16 inputs when given. `ndim` is 4
+    ([batch, seq_len, num_heads, head_dim]) or 3 (packed varlen tokens,
+    [total, num_heads, head_dim]).
     """
     array = np.asarray(array)
     want = parse_dtype(dtype) if dtype is not None else None
-    if array.ndim != 4:
-        raise ValueError(
-            f"tensors are 4-D [batch, seq_len, num_heads, head_dim]; got shape {array.shape}"
-        )
+    if array.ndim != ndim:
+        layout = ("[batch, seq_len, num_heads, head_dim]" if ndim == 4
+                  else "[total_tokens, num_heads, head_dim] (varlen)")
+        raise ValueError(f"tensors are {ndim}-D {layout}; got shape {array.shape}")
     if array.dtype == np.float16:
         have = FP16
     elif _is_bf16_dtype(array.dtype):

@@ -97,6 +97,25 @@ class LoadgenSmokeTest(unittest.TestCase):
         self.assertLessEqual(level["sent"] + level["unsent"], 40)
         self.assertGreaterEqual(level["late_percent"], 0)
 
+    def test_breadth_flags_are_sent_and_reported(self):
+        stdout, report, rows = self.run_loadgen(
+            "--concurrency=1", "--requests=10", "--kv_shape=1,96,1,32", "--causal", "--lse",
+            "--window=16,-1")
+        problem = report["config"]["problem"]
+        self.assertEqual((problem["kv_seq_len"], problem["kv_num_heads"]), (96, 1))
+        self.assertTrue(problem["causal"] and problem["return_lse"])
+        self.assertEqual((problem["window_left"], problem["window_right"]), (16, -1))
+        # Query i (of 64) sees keys i+32-16 .. i+32: 17 each; FLOPs = 4*D*H*pairs.
+        self.assertEqual(report["config"]["flops_per_request"], 4 * 32 * 2 * 64 * 17)
+        self.check_level(report["levels"][0], rows[0])
+        self.assertIn("causal", stdout)
+        _, report, _ = self.run_loadgen("--concurrency=1", "--requests=5", "--seqlens_q=10,40",
+                                        "--seqlens_k=20,30")
+        problem = report["config"]["problem"]
+        self.assertTrue(problem["varlen"])
+        self.assertEqual(problem["cu_seqlens_q"], [0, 10, 50])
+        self.assertEqual(report["config"]["flops_per_request"], 4 * 32 * 2 * (10 * 20 + 40 * 30))
+
     def test_bad_flags_and_unreachable_server(self):
         loadgen = os.environ["ATTN_LOADGEN_BINARY"]
         result = subprocess.run([loadgen, "--concurrency=0"], capture_output=True, text=True,

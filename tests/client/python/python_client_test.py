@@ -23,8 +23,11 @@ from attnserve_client import (  # noqa: E402
     attend,
     attention_reference,
     bf16_bits_to_float,
+    flash_attn_func,
+    flash_attn_varlen_func,
     float_to_bf16_bits,
     relative_l2_error,
+    varlen_attention_reference,
 )
 from attnserve_client import health as health_codec  # noqa: E402
 
@@ -153,6 +156,159 @@ class ClientTest(unittest.TestCase):
         self.assertIn("127.0.0.1:1", str(caught.exception))
 
 
+def assert_lse_close(test, lse, ref, what):
+    test.assertEqual(lse.dtype, np.float32)
+    test.assertEqual(lse.shape, ref.shape)
+    np.testing.assert_array_equal(np.isneginf(lse), np.isneginf(ref), what)
+    finite = np.isfinite(ref)
+    test.assertLess(float(np.abs(lse[finite] - ref[finite]).max()), 1e-3, what)
+
+
+class BreadthTest(unittest.TestCase):
+    """FlashAttention-2's options through the client and the real server."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.client = Client(SERVER.address)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+
+    def setUp(self):
+        self.rng = np.random.default_rng(SEED)
+
+    def test_gqa_causal_window_lse_unary_and_streamed(self):
+        q = self.rng.standard_normal((2, 24, 4, 16)).astype(np.float16)
+        k, v = (self.rng.standard_normal((2, 40, 2, 16)).astype(np.float16) for _ in range(2))
+        for causal, window in ((True, (-1, -1)), (False, (6, 2)), (True, (4, -1))):
+            ref, ref_lse = attention_reference(q, k, v, causal=causal, window_size=window,
+                                               return_lse=True)
+            results = [self.client.attend(q, k, v, causal=causal, window_size=window,
+                                          return_lse=True, stream=stream)
+                       for stream in (False, True)]
+            for out, lse, timing in results:
+                what = f"causal={causal} window={window} streamed={timing.streamed} seed {SEED}"
+                self.assertEqual(out.shape, q.shape)
+                self.assertLess(relative_l2_error(out, ref), TOLERANCE, what)
+                assert_lse_close(self, lse, ref_lse, what)
+            np.testing.assert_array_equal(results[0][0], results[1][0])
+            np.testing.assert_array_equal(results[0][1], results[1][1])
+        # Without return_lse the result is (out, timing), as before.
+        out, timing = self.client.attend(q, k, v, causal=True)
+        self.assertEqual(out.shape, q.shape)
+
+    def test_kv_shorter_than_q_gives_empty_rows(self):
+        q = self.rng.standard_normal((1, 20, 2, 8)).astype(np.float32)
+        k, v = (self.rng.standard_normal((1, 8, 1, 8)).astype(np.float32) for _ in range(2))
+        out, lse, _ = self.client.attend(q, k, v, dtype="fp16", causal=True, return_lse=True)
+        exact = [t.astype(np.float16).astype(np.float64) for t in (q, k, v)]
+        ref, ref_lse = attention_reference(*exact, causal=True, return_lse=True)
+        self.assertTrue(np.isneginf(ref_lse).any())  # rows 0..11 see no key
+        np.testing.assert_array_equal(out[:, :12], 0)
+        self.assertLess(relative_l2_error(out, ref), TOLERANCE)
+        assert_lse_close(self, lse, ref_lse, "bottom-right causal")
+
+    def test_varlen(self):
+        cu_q = np.array([0, 7, 7, 30], dtype=np.int32)
+        cu_k = np.array([0, 9, 12, 40], dtype=np.int32)
+        q = self.rng.standard_normal((30, 4, 16)).astype(np.float16)
+        k, v = (self.rng.standard_normal((40, 2, 16)).astype(np.float16) for _ in range(2))
+        for stream in (False, True):
+            out, lse, timing = self.client.attend(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                                                  causal=True, return_lse=True, stream=stream)
+            ref, ref_lse = varlen_attention_reference(q, k, v, cu_q, cu_k, causal=True,
+                                                      return_lse=True)
+            self.assertEqual(out.shape, q.shape)
+            self.assertEqual(lse.shape, (4, 30))
+            self.assertLess(relative_l2_error(out, ref), TOLERANCE, f"seed {SEED}")
+            assert_lse_close(self, lse, ref_lse, f"varlen streamed={timing.streamed}")
+        with self.assertRaises(ValueError):
+            self.client.attend(q, k, v, cu_seqlens_q=cu_q)  # both or neither
+        with self.assertRaises(ValueError):
+            self.client.attend(q, k, v, cu_seqlens_q=cu_q[:-1], cu_seqlens_k=cu_k)  # not 30
+        with self.assertRaises(ValueError):
+            self.client.attend(q[None], k[None], v[None], cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+
+    def test_bad_breadth_arguments(self):
+        q = np.zeros((1, 4, 4, 8), np.float16)
+        with self.assertRaises(ValueError):
+            self.client.attend(q, q[:, :, :3], q[:, :, :3])  # 3 kv heads do not divide 4
+        with self.assertRaises(AttnServeError) as caught:
+            self.client.attend(q, q, q, window_size=(-5, 0))
+        self.assertEqual(caught.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+
+    def test_capabilities_are_listed(self):
+        kernel = [k for k in self.client.list_kernels() if k.name == "cpu_reference"][0]
+        self.assertTrue(kernel.causal and kernel.window and kernel.gqa and kernel.lse
+                        and kernel.varlen and kernel.kv_seq_len_differs)
+
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class TorchTest(unittest.TestCase):
+    """flash_attn_func / flash_attn_varlen_func on torch tensors (FA2's conventions)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.client = Client(SERVER.address)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+
+    def test_flash_attn_func(self):
+        gen = torch.Generator().manual_seed(SEED)
+        q = torch.randn(2, 24, 4, 32, generator=gen).to(torch.bfloat16)
+        k, v = (torch.randn(2, 36, 2, 32, generator=gen).to(torch.bfloat16) for _ in range(2))
+        out, lse = flash_attn_func(q, k, v, causal=True, window_size=(8, -1), return_lse=True,
+                                   client=self.client)
+        self.assertEqual((out.shape, out.dtype, out.device), (q.shape, q.dtype, q.device))
+        self.assertEqual((tuple(lse.shape), lse.dtype), ((2, 4, 24), torch.float32))
+        exact = [t.float().numpy() for t in (q, k, v)]
+        ref, ref_lse = attention_reference(*exact, causal=True, window_size=(8, -1),
+                                           return_lse=True)
+        self.assertLess(relative_l2_error(out.float().numpy(), ref), TOLERANCE)
+        assert_lse_close(self, lse.numpy(), ref_lse, "torch")
+        plain = flash_attn_func(q.half(), k.half(), v.half(), client=self.client)
+        self.assertEqual(plain.dtype, torch.float16)
+        if torch.cuda.is_available():
+            on_gpu = flash_attn_func(q.cuda(), k.cuda(), v.cuda(), causal=True,
+                                     window_size=(8, -1), client=self.client)
+            self.assertEqual(on_gpu.device.type, "cuda")
+            torch.testing.assert_close(on_gpu.cpu(), out, rtol=0, atol=0)
+
+    def test_flash_attn_varlen_func(self):
+        gen = torch.Generator().manual_seed(SEED)
+        cu_q = torch.tensor([0, 5, 21], dtype=torch.int32)
+        cu_k = torch.tensor([0, 9, 30], dtype=torch.int32)
+        q = torch.randn(21, 4, 16, generator=gen).half()
+        k, v = (torch.randn(30, 1, 16, generator=gen).half() for _ in range(2))
+        out, lse = flash_attn_varlen_func(q, k, v, cu_q, cu_k, 16, 21, causal=True,
+                                          return_lse=True, client=self.client)
+        self.assertEqual(tuple(out.shape), (21, 4, 16))
+        self.assertEqual(tuple(lse.shape), (4, 21))
+        ref = varlen_attention_reference(q.float().numpy(), k.float().numpy(), v.float().numpy(),
+                                         cu_q.numpy(), cu_k.numpy(), causal=True)
+        self.assertLess(relative_l2_error(out.float().numpy(), ref), TOLERANCE)
+        with self.assertRaises(TypeError):
+            flash_attn_func(q.float()[None], k.float()[None], v.float()[None], client=self.client)
+
+
+class TorchAbsentTest(unittest.TestCase):
+    @unittest.skipIf(torch is not None, "torch is installed")
+    def test_functions_explain_that_torch_is_needed(self):
+        q = np.zeros((1, 4, 1, 8), np.float16)
+        with self.assertRaises(ImportError) as caught:
+            flash_attn_func(q, q, q)
+        self.assertIn("PyTorch", str(caught.exception))
+
+
 def write_ml_dtypes_bf16_npy(path, bits):
     """What np.save writes for an ml_dtypes.bfloat16 array: descr '<V2'."""
     with open(path, "wb") as f:
@@ -223,6 +379,45 @@ class CliTest(unittest.TestCase):
         self.assertIn("name the dtype", result.stderr)
         result = self.run_cli(*args, "--dtype=fp16", "--check")
         self.assertEqual(result.returncode, 0, result.stderr)
+
+    def test_breadth_flags_with_npy(self):
+        q = self.rng.standard_normal((1, 20, 4, 16)).astype(np.float16)
+        k, v = (self.rng.standard_normal((1, 33, 1, 16)).astype(np.float16) for _ in range(2))
+        for name, tensor in zip("qkv", (q, k, v)):
+            np.save(self.path(f"{name}.npy"), tensor)
+        result = self.run_cli("attend", f"--address={SERVER.address}", f"--q={self.path('q.npy')}",
+                              f"--k={self.path('k.npy')}", f"--v={self.path('v.npy')}",
+                              f"--out={self.path('o.npy')}", f"--lse_out={self.path('lse.npy')}",
+                              "--causal", "--window=5,-1", "--check")
+        self.assertEqual(result.returncode, 0, result.stderr + result.stdout)
+        self.assertIn("Sk=33", result.stdout)
+        self.assertIn("PASS", result.stdout)
+        out, lse = np.load(self.path("o.npy")), np.load(self.path("lse.npy"))
+        ref, ref_lse = attention_reference(q, k, v, causal=True, window_size=(5, -1),
+                                           return_lse=True)
+        self.assertEqual(out.dtype, np.float16)
+        self.assertLess(relative_l2_error(out, ref), TOLERANCE)
+        assert_lse_close(self, lse, ref_lse, "attn_cli --lse_out")
+        with Client(SERVER.address) as client:
+            expected, expected_lse, _ = client.attend(q, k, v, causal=True, window_size=(5, -1),
+                                                      return_lse=True)
+        np.testing.assert_array_equal(out, expected)
+        np.testing.assert_array_equal(lse, expected_lse)
+
+    def test_varlen_npy(self):
+        q = self.rng.standard_normal((12, 2, 16)).astype(np.float16)
+        k, v = (self.rng.standard_normal((15, 2, 16)).astype(np.float16) for _ in range(2))
+        for name, tensor in zip("qkv", (q, k, v)):
+            np.save(self.path(f"{name}.npy"), tensor)
+        result = self.run_cli("attend", f"--address={SERVER.address}", f"--q={self.path('q.npy')}",
+                              f"--k={self.path('k.npy')}", f"--v={self.path('v.npy')}",
+                              f"--out={self.path('o.npy')}", "--cu_seqlens_q=0,4,12",
+                              "--cu_seqlens_k=0,3,15", "--causal", "--check")
+        self.assertEqual(result.returncode, 0, result.stderr + result.stdout)
+        out = np.load(self.path("o.npy"))
+        self.assertEqual(out.shape, q.shape)
+        ref = varlen_attention_reference(q, k, v, [0, 4, 12], [0, 3, 15], causal=True)
+        self.assertLess(relative_l2_error(out, ref), TOLERANCE)
 
     def test_exit_codes(self):
         result = self.run_cli("health", f"--address={SERVER.address}")

@@ -9,39 +9,102 @@
 // [batch, seq_len, num_heads, head_dim] order, contiguous: the wire layout,
 // so they travel without conversion. They are held in std::string, the type
 // protobuf uses for `bytes`, so outputs move out of responses without a copy.
+//
+// The call is FlashAttention-2's flash_attn_func / flash_attn_varlen_func
+// (attn/problem.h): K and V may have their own sequence length and head count
+// (grouped-query attention), with causal and sliding-window masks aligned to
+// the bottom right, the log-sum-exp as an optional second output, and packed
+// variable-length sequences split by cu_seqlens.
 #ifndef ATTN_CLIENT_ATTEND_TYPES_H_
 #define ATTN_CLIENT_ATTEND_TYPES_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "attn/dtype.h"
+#include "attn/problem.h"
 #include "attn/tensor.h"
 
 namespace attn {
 
-// Q, K and V of one call. All three have `shape` and `dtype`; each holds
-// exactly shape.NumElements() * 2 bytes.
+struct AttendOptions;
+
+// Q, K and V of one call and their geometry.
+//
+// Q (and the output O) is [batch, seq_len, num_heads, head_dim]; K and V are
+// [batch, kv_seq_len, kv_num_heads, head_dim] (0 = Q's value). With varlen
+// (cu_seqlens_q and cu_seqlens_k set, batch + 1 offsets each) the tensors are
+// packed: Q/O [total_q, num_heads, head_dim], K/V [total_k, kv_num_heads,
+// head_dim], where total_q = cu_seqlens_q.back(); shape.batch is the number
+// of sequences and shape.seq_len / kv_seq_len the longest ones (FA2's
+// max_seqlen_q / max_seqlen_k; 0 = derived from the offsets).
 struct AttentionInputs {
   DType dtype = DType::kBFloat16;
   Shape shape;
+  int64_t kv_seq_len = 0;    // 0: shape.seq_len
+  int64_t kv_num_heads = 0;  // 0: shape.num_heads; must divide it
+  std::vector<int32_t> cu_seqlens_q;  // varlen: both or neither
+  std::vector<int32_t> cu_seqlens_k;
   std::string q;
   std::string k;
   std::string v;
 
-  // Bytes of one tensor: shape.NumElements() * 2.
-  int64_t TensorBytes() const;
-  // INVALID_ARGUMENT naming the field when a dimension is < 1 or a tensor's
-  // size does not match the shape.
+  bool varlen() const { return !cu_seqlens_q.empty() || !cu_seqlens_k.empty(); }
+  // The resolved K/V dimensions (and, with varlen, the longest sequences).
+  int64_t SeqLenQ() const;
+  int64_t SeqLenKv() const;
+  int64_t NumHeadsKv() const { return kv_num_heads > 0 ? kv_num_heads : shape.num_heads; }
+  // Tokens in memory: batch * seq_len, or the varlen totals.
+  int64_t TokensQ() const;
+  int64_t TokensKv() const;
+  // Bytes of Q (and of the output O), and of K (and of V).
+  int64_t QBytes() const;
+  int64_t KvBytes() const;
+  // Q + K + V.
+  int64_t InputBytes() const { return QBytes() + 2 * KvBytes(); }
+  // float32 LSE values of a call with return_lse: num_heads per query token.
+  int64_t LseElements() const { return TokensQ() * shape.num_heads; }
+  // True when K and V have Q's shape and there is no varlen: the seed's
+  // self-attention request, encoded exactly as before the newer fields.
+  bool IsSelfAttentionShape() const;
+
+  // INVALID_ARGUMENT naming the field when a dimension is < 1, kv_num_heads
+  // does not divide num_heads, the offsets are malformed, or a tensor's size
+  // does not match.
   absl::Status Validate() const;
+
+  // The call in the kernel library's terms, for FLOP counts and references.
+  AttentionProblem Problem(const AttendOptions& options) const;
+  // 4 * head_dim * num_heads * (visible query-key pairs): AttentionProblem::Flops
+  // with the offsets when varlen.
+  double Flops(const AttendOptions& options) const;
 };
 
 // Inputs drawn from N(0, 1) with a seeded generator and rounded to `dtype`
 // (round to nearest even). The same seed gives the same tensors.
 AttentionInputs MakeRandomInputs(const Shape& shape, DType dtype, uint64_t seed);
+
+// The same for `geometry` (everything but q, k, v set): Q, then K, then V
+// are drawn, so a self-attention geometry gives MakeRandomInputs' tensors.
+AttentionInputs MakeRandomInputs(AttentionInputs geometry, uint64_t seed);
+
+// The geometry (everything but the tensors) of a call on Q of `shape` and K,
+// V of `kv_shape` (unset: Q's; its batch and head_dim must be Q's). With
+// offsets (both or neither), the sequences are packed: batch and the longest
+// lengths come from the offsets, the heads and head_dim from the shapes.
+// INVALID_ARGUMENT naming what does not fit.
+absl::StatusOr<AttentionInputs> MakeGeometry(const Shape& shape, DType dtype,
+                                             const std::optional<Shape>& kv_shape,
+                                             std::vector<int32_t> cu_seqlens_q = {},
+                                             std::vector<int32_t> cu_seqlens_k = {});
+
+// Offsets 0, l0, l0+l1, ... of sequences of `lengths` tokens (cu_seqlens).
+std::vector<int32_t> CumulativeSeqlens(const std::vector<int64_t>& lengths);
 
 // How Attend moves the tensors.
 enum class Transport {
@@ -55,6 +118,16 @@ struct AttendOptions {
   std::string kernel;
   // Multiplies Q·Kᵀ before the softmax. Unset: 1/sqrt(head_dim).
   std::optional<float> softmax_scale;
+  // Causal mask, aligned to the bottom right: query i sees keys
+  // j <= i + kv_seq_len - seq_len (per sequence with varlen).
+  bool causal = false;
+  // Sliding window (FA2's window_size): query i sees keys j with
+  // i + Skv - Sq - window_left <= j <= i + Skv - Sq + window_right; -1 leaves
+  // that side unbounded (and is not sent).
+  int64_t window_left = -1;
+  int64_t window_right = -1;
+  // Also return the log-sum-exp of each query row (AttendResult::lse).
+  bool return_lse = false;
   // Echoed by the server and logged there. Empty: the server assigns one.
   std::string request_id;
   // Deadline of this call. Zero: ClientOptions::rpc_timeout.
@@ -105,6 +178,10 @@ struct AttendResult {
   DType dtype = DType::kBFloat16;
   Shape shape;
   std::string out;  // the output, same layout and size as q
+  // With return_lse: log(sum_j exp(scale * q.k_j)) per query row, float32,
+  // [batch, num_heads, seq_len] (varlen: [num_heads, total_q]); -inf for a
+  // row that sees no key. Empty otherwise.
+  std::vector<float> lse;
   ServerTiming server;
   ClientTiming client;
   std::string kernel;          // kernel that ran
@@ -112,10 +189,6 @@ struct AttendResult {
   std::string device;          // e.g. "NVIDIA H200 (cuda:0)"
   double kernel_tflops = 0.0;  // as reported by the server
 };
-
-// FLOPs of one non-causal attention call: 4·B·H·S²·D (two matmuls of
-// 2·S²·D each per head), the convention FlashAttention benchmarks use.
-double AttentionFlops(const Shape& shape);
 
 }  // namespace attn
 

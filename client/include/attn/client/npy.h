@@ -51,24 +51,38 @@ std::string SerializeNpy(absl::string_view descr, const std::vector<int64_t>& sh
                          absl::string_view data);
 
 // An attention tensor read from .npy: 16-bit elements, little-endian, in
-// [batch, seq_len, num_heads, head_dim] order.
+// [batch, seq_len, num_heads, head_dim] order. A 3-D file (packed varlen
+// tokens, [total, num_heads, head_dim]) reads as shape [1, total, H, D] with
+// `packed` set.
 struct NpyTensor {
   DType dtype = DType::kBFloat16;
   Shape shape;
+  bool packed = false;
   std::string bytes;
 };
 
-// Reads a 4-D [B, S, H, D] tensor. The file's dtype decides when it is
+// Reads a 4-D [B, S, H, D] tensor (or, with `allow_packed`, also a 3-D
+// [total, H, D] one). The file's dtype decides when it is
 // 16-bit float ('<f2' is fp16, '<V2'/'|V2'/'bfloat16' is bf16); `want`, when
 // set, must then agree. Float32/float64 and raw 16-bit integer bits need
 // `want`. Big-endian files are byte-swapped. INVALID_ARGUMENT names the file
 // and the problem.
-absl::StatusOr<NpyTensor> ReadTensorNpy(const std::string& path, std::optional<DType> want);
+absl::StatusOr<NpyTensor> ReadTensorNpy(const std::string& path, std::optional<DType> want,
+                                        bool allow_packed = false);
 
 // Writes a [B, S, H, D] tensor of 16-bit elements: fp16 as '<f2', bf16 as
 // '<V2'. `bytes` must hold shape.NumElements() * 2 bytes.
 absl::Status WriteTensorNpy(const std::string& path, DType dtype, const Shape& shape,
                             absl::string_view bytes);
+
+// Writes 16-bit elements of any shape `dims` (e.g. a packed [total, H, D]
+// varlen output) the same way.
+absl::Status WriteTensorNpyDims(const std::string& path, DType dtype,
+                                const std::vector<int64_t>& dims, absl::string_view bytes);
+
+// Writes float32 values ('<f4') of shape `dims`, e.g. an LSE [B, H, S].
+absl::Status WriteFloat32Npy(const std::string& path, const std::vector<int64_t>& dims,
+                             const std::vector<float>& values);
 
 }  // namespace attn
 
