@@ -3,16 +3,19 @@
 # device runs it with binaries built elsewhere):
 #   1. the gpu-labelled kernel tests,
 #   2. attn_tune (step 7) writing a tuning table for this GPU,
-#   3. the ladder table against PyTorch's FA2 and cuDNN (needs torch).
+#   3. the ladder table against PyTorch's FA2 and cuDNN (needs torch),
+#   4. the breadth table of the production kernel (needs torch),
+#   5. static SASS counts per ladder step (needs cuobjdump and c++filt).
 #
-#   run_gpu_suite.sh <bin dir> <lib dir> <output dir> [steps: test,tune,ladder]
+#   run_gpu_suite.sh <bin dir> <lib dir> <output dir>
+#                    [steps: test,tune,ladder,breadth,sass]
 # Logs and results land in <output dir>; the tuning table it writes is used
 # by step 3 through ATTN_TUNING_TABLE.
 set -uo pipefail
 bin="$1"
 lib="$2"
 out="$3"
-steps="${4:-test,tune,ladder}"
+steps="${4:-test,tune,ladder,breadth,sass}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -40,5 +43,17 @@ if [[ ",$steps," == *",ladder,"* ]]; then
     >"$out/ladder.log" 2>&1 || status=1
   sed -n '/^GPU /,$p' "$out/ladder.log"
   tail -3 "$out/ladder.log"
+fi
+if [[ ",$steps," == *",breadth,"* ]]; then
+  echo "== breadth table"
+  PYTHONUNBUFFERED=1 python3 "$here/breadth_table.py" --lib "$lib/libattn_c.so" --out "$out" \
+    >"$out/breadth.log" 2>&1 || status=1
+  cat "$out/breadth.md" 2>/dev/null || tail -5 "$out/breadth.log"
+fi
+
+if [[ ",$steps," == *",sass,"* ]]; then
+  echo "== SASS counts"
+  python3 "$here/sass_counts.py" --lib "$lib/libattn_c.so" --out "$out" >/dev/null \
+    2>"$out/sass.err" || { status=1; tail -3 "$out/sass.err"; }
 fi
 exit $status

@@ -41,7 +41,9 @@ def functions(sass):
     for line in sass.splitlines():
         m = re.match(r"\s*Function : (\S+)", line)
         if m:
-            current = out.setdefault(m.group(1), [])
+            # A kernel instantiated in two translation units appears twice
+            # (step 16's fallback is step 15's kernel): keep the first copy.
+            current = [] if m.group(1) in out else out.setdefault(m.group(1), [])
             continue
         m = INSTR.search(line)
         if m and current is not None:

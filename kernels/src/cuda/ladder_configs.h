@@ -183,15 +183,17 @@ struct K16StaticStrides : K15ColumnTiles<Tile> {
   using General = K15ColumnTiles<Tile>;  // what other strides run
 };
 
-// The production kernel ("flash_fwd"): step 6's kernel with every breadth
-// feature (chosen at launch by the kernel's kEven/kMasked switches), one
-// tile per head_dim. head_dim 128 takes step 7's winner on the H200 and
+// The production kernel ("flash_fwd"): the ladder's steps that pay on the
+// H200 (8–14: on the 2026-12-01 ladder table step 14 has the best harmonic
+// mean; 64-column pages (15) and static strides (16) measured slower), with
+// every breadth feature (chosen at launch by the kernel's kEven/kMasked
+// switches), one tile per head_dim. head_dim 128 takes step 7's winner on the H200 and
 // FA2's own choice (128x64, 4 warps, Q/K/V sliced); the others follow FA2's
 // run_mha_fwd_hdim* for sm80/sm90, with 128x64 where FA2 uses 128x128 for
 // head_dim 64 (our P stays in separate registers, and 128x128 would spill)
 // and 8 warps for head_dim 96 (its chunk-by-chunk copies spill at 4 warps).
 template <int HeadDim, int BlockM, int BlockN, int NumWarps>
-struct FlashFwdTile : K15ColumnTiles<K06Exp2Softmax> {
+struct FlashFwdTile : K14CacheConfig<K06Exp2Softmax> {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockM = BlockM;
   static constexpr int kBlockN = BlockN;
