@@ -178,6 +178,11 @@ void LevelRunner::RunOpenLoop(int64_t* unsent) {
       --in_flight_;
     });
   }
+  // Under a request bound, requests past it would not have been sent anyway.
+  if (spec_.max_requests > 0) {
+    absl::MutexLock lock(&mu_);
+    *unsent = std::min(*unsent, std::max<int64_t>(spec_.max_requests - measured_sent_, 0));
+  }
 }
 
 }  // namespace attn::loadgen

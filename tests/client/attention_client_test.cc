@@ -3,9 +3,13 @@
 // client itself detects.
 #include "attn/client/attention_client.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -14,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "attn/cpu_reference.h"
@@ -356,9 +361,17 @@ std::string ReadFileOrEmpty(const std::string& path) {
 }
 
 TEST(AttentionClientTlsTest, ConnectsWithTheServersCertificateAndChecksItsName) {
-  // A self-signed certificate for "attn.test", made with the openssl tool.
-  const std::string dir = ::testing::TempDir();
-  const std::string key = dir + "/attn_tls_key.pem", cert = dir + "/attn_tls_cert.pem";
+  // A self-signed certificate for "attn.test", made with the openssl tool in a
+  // directory of this test's own: test runs of other checkouts on the machine
+  // would otherwise overwrite the pair while this one reads it.
+  std::string dir = ::testing::TempDir() + "/attn_tls.XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr) << std::strerror(errno);
+  const std::string key = dir + "/key.pem", cert = dir + "/cert.pem";
+  absl::Cleanup remove_dir = [&] {
+    std::remove(key.c_str());
+    std::remove(cert.c_str());
+    rmdir(dir.c_str());
+  };
   const std::string command =
       "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=attn.test "
       "-addext subjectAltName=DNS:attn.test -keyout " +

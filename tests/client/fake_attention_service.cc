@@ -43,6 +43,13 @@ grpc::Status FakeAttentionService::Compute(grpc::ServerContext* context,
     }
     return grpc::Status(grpc::StatusCode::CANCELLED, "fake: cancelled");
   }
+  if (request.kernel() == "hold") {
+    std::unique_lock<std::mutex> lock(hold_mu_);
+    while (!released_ && !context->IsCancelled()) {
+      hold_cv_.wait_for(lock, std::chrono::milliseconds(5));
+    }
+    if (!released_) return grpc::Status(grpc::StatusCode::CANCELLED, "fake: cancelled");
+  }
   if (request.dtype() != pb::DTYPE_FLOAT16 && request.dtype() != pb::DTYPE_BFLOAT16) {
     return Invalid("fake: dtype");
   }
@@ -176,7 +183,14 @@ grpc::Status FakeAttentionService::AttendStream(
   return grpc::Status::OK;
 }
 
-grpc::Status FakeAttentionService::ListKernels(grpc::ServerContext*, const pb::ListKernelsRequest*,
+void FakeAttentionService::ReleaseHeld() {
+  std::lock_guard<std::mutex> lock(hold_mu_);
+  released_ = true;
+  hold_cv_.notify_all();
+}
+
+grpc::Status FakeAttentionService::ListKernels(grpc::ServerContext*,
+                                               const pb::ListKernelsRequest*,
                                                pb::ListKernelsResponse* response) {
   pb::KernelDescriptor* kernel = response->add_kernels();
   kernel->set_name("cpu_reference");

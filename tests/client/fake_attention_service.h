@@ -6,6 +6,8 @@
 // Kernel names with special behaviour:
 //   "fail_invalid"   INVALID_ARGUMENT with a recognisable message
 //   "wait_cancel"    blocks until the call is cancelled (deadline tests)
+//   "hold"           blocks until ReleaseHeld() (then runs the CPU kernel) or
+//                    until the call is cancelled
 //   "bad_offset"     streamed reply whose second output chunk skips a byte
 //   "short_output"   unary reply with one byte of output missing
 //   "short_lse"      unary reply with one byte of the LSE missing
@@ -16,8 +18,10 @@
 #define ATTN_TESTS_CLIENT_FAKE_ATTENTION_SERVICE_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "attnserve/v1/attention.grpc.pb.h"
@@ -56,6 +60,9 @@ class FakeAttentionService final : public attnserve::v1::Attention::Service {
   int64_t unary_calls() const { return unary_calls_.load(); }
   int64_t stream_calls() const { return stream_calls_.load(); }
 
+  // Lets every "hold" call, held now or later, run.
+  void ReleaseHeld();
+
  private:
   // Computes `request`'s output into `out` and its LSE (float32 bytes, with
   // return_lse) into `lse`, and the rest of the response into `response`.
@@ -66,6 +73,9 @@ class FakeAttentionService final : public attnserve::v1::Attention::Service {
   const Options options_;
   std::atomic<int64_t> unary_calls_{0};
   std::atomic<int64_t> stream_calls_{0};
+  std::mutex hold_mu_;
+  std::condition_variable hold_cv_;
+  bool released_ = false;  // guarded by hold_mu_
 };
 
 // The service on a free loopback port, with the standard health service.

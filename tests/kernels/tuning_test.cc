@@ -1,7 +1,11 @@
 #include "attn/tuning.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -50,7 +54,9 @@ TEST(TuningTableTest, BuiltinTableParsesAndNamesKnownCandidates) {
 }
 
 TEST(TuningTableTest, EnvironmentTableComesFirst) {
-  const std::string path = ::testing::TempDir() + "/tuning_env_test.tsv";
+  // A name of this process's own: test runs of other checkouts share the directory.
+  const std::string path =
+      ::testing::TempDir() + "/tuning_env_test_" + std::to_string(getpid()) + ".tsv";
   std::ofstream(path) << "Test GPU 9000\tk07/from_env\nTest GPU 9000\tk08/step8_env\n";
   setenv("ATTN_TUNING_TABLE", path.c_str(), 1);
   absl::StatusOr<std::string> found = LookupTunedCandidate("Test GPU 9000", "k07/");
@@ -60,6 +66,7 @@ TEST(TuningTableTest, EnvironmentTableComesFirst) {
   setenv("ATTN_TUNING_TABLE", (path + ".absent").c_str(), 1);
   absl::StatusOr<std::string> unreadable = LookupTunedCandidate("Test GPU 9000", "k07/");
   unsetenv("ATTN_TUNING_TABLE");
+  std::remove(path.c_str());
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_EQ(*found, "k07/from_env");
   ASSERT_TRUE(step8.ok()) << step8.status();

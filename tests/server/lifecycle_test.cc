@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "attn/device.h"
 #include "attnserve/v1/attention.grpc.pb.h"
@@ -37,58 +38,72 @@ bool Eventually(Predicate predicate) {
   return false;
 }
 
-// An Attend call running in the background.
-struct Background {
-  grpc::ClientContext context;
-  pb::AttendRequest request;
-  pb::AttendResponse response;
-  grpc::Status status;
-  absl::Notification done;
-
-  void Start(pb::Attention::Stub& stub) {
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(300)));
-    stub.async()->Attend(&context, &request, &response, [this](grpc::Status s) {
-      status = std::move(s);
-      done.Notify();
-    });
-  }
-};
-
-// Seconds of work for the only worker of a --cpu_threads=1 server (51 GFLOP:
-// about 5 s on a 2020s core), far longer than the drain steps below take.
-pb::AttendRequest SlowRequest() {
-  return MakeRequest(MakeRandomInputs({1, 4096, 12, 64}, DType::kBFloat16, 7), "slow");
-}
 pb::AttendRequest SmallRequest(const std::string& id) {
   return MakeRequest(MakeRandomInputs({1, 16, 2, 64}, DType::kBFloat16, FreshSeed()), id);
 }
 
-int64_t InFlight(pb::Attention::Stub& stub) {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-  pb::ServerStats stats;
-  if (!stub.GetStats(&context, pb::GetStatsRequest(), &stats).ok()) return -1;
-  return stats.in_flight();
-}
+// The AttendStream buffers of one SmallRequest (q, k, v and the output): the
+// busy servers below have room for exactly one such call.
+constexpr int64_t kStreamBudget = 4 * (16 * 2 * 64) * 2;
 
-// A CPU server with one single-threaded worker, busy with one slow request.
+// An AttendStream call the test holds open: its header is sent, its tensors
+// only when the test says so. Until then the server counts it as a call in
+// flight, so the drain steps are watched without racing a kernel's run time.
+struct HeldStream {
+  std::unique_ptr<grpc::ClientContext> context = ContextWithDeadline(absl::Seconds(300));
+  pb::AttendRequest request = SmallRequest("held");
+  std::unique_ptr<grpc::ClientReaderWriter<pb::AttendStreamRequest, pb::AttendStreamResponse>>
+      stream;
+
+  // Reads the call to its end (sending nothing more) and returns its status.
+  grpc::Status ReadToEnd(std::string* out = nullptr) {
+    pb::AttendStreamResponse part;
+    while (stream->Read(&part)) {
+      if (out != nullptr && part.has_chunk()) out->append(part.chunk().data());
+    }
+    return stream->Finish();
+  }
+  // Sends q, k and v, half-closes, and reads the output.
+  grpc::Status Complete(std::string* out) {
+    if (stream->Write(Chunk(pb::TENSOR_Q, 0, request.q())) &&
+        stream->Write(Chunk(pb::TENSOR_K, 0, request.k())) &&
+        stream->Write(Chunk(pb::TENSOR_V, 0, request.v()))) {
+      stream->WritesDone();
+    }
+    return ReadToEnd(out);
+  }
+};
+
+// A CPU server with one call in flight: `held`, admitted by the server.
 struct BusyServer {
   std::unique_ptr<ServerProcess> server;
   std::unique_ptr<pb::Attention::Stub> stub;
-  Background slow;
+  HeldStream held;
 };
 
-// Starts `busy` with `extra_flags` and waits until its slow request runs.
+// Starts `busy` with `extra_flags` and waits until the server has admitted
+// its held call, which then holds the whole stream buffer budget: a probe too
+// large for the budget is refused either way, and its message says how much
+// of the budget other calls hold.
 void StartBusyServer(const std::vector<std::string>& extra_flags, BusyServer* busy) {
-  std::vector<std::string> flags = {"--backend=cpu", "--cpu_workers=1", "--cpu_threads=1"};
+  std::vector<std::string> flags = {"--backend=cpu", "--cpu_workers=1", "--cpu_threads=1",
+                                    absl::StrCat("--max_stream_buffer_bytes=", kStreamBudget)};
   flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
   auto server = ServerProcess::Start(flags);
   ASSERT_TRUE(server.ok()) << server.status();
   busy->server = std::move(*server);
   busy->stub = pb::Attention::NewStub(busy->server->NewChannel());
-  busy->slow.request = SlowRequest();
-  busy->slow.Start(*busy->stub);
-  ASSERT_TRUE(Eventually([&] { return InFlight(*busy->stub) == 1; }));
+  busy->held.stream = busy->stub->AttendStream(busy->held.context.get());
+  ASSERT_TRUE(busy->held.stream->Write(HeaderOf(busy->held.request)));
+  pb::AttendRequest probe = SmallRequest("probe");
+  probe.mutable_shape()->set_seq_len(32);  // twice the held call's size
+  const std::string all_held = absl::StrCat(kStreamBudget, " of ", kStreamBudget, " are held");
+  grpc::Status refused;
+  ASSERT_TRUE(Eventually([&] {
+    refused = SendRawStream(*busy->stub, {HeaderOf(probe)});
+    return absl::StrContains(refused.error_message(), all_held);
+  })) << "the held call was never admitted; last probe: "
+      << refused.error_message();
 }
 
 // Waits up to `timeout` for the server to exit and expects a clean exit
@@ -139,12 +154,12 @@ TEST(LifecycleTest, MaxConnectionAgeClosesConnections) {
   };
   ASSERT_TRUE(info().ok());
   EXPECT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
-  // gRPC jitters the age by +-10%; wait well past it.
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (channel->GetState(false) == GRPC_CHANNEL_READY && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  EXPECT_NE(channel->GetState(false), GRPC_CHANNEL_READY) << "connection outlived its max age";
+  // Waiting on the state (not polling it) has the channel read the server's
+  // GOAWAY as it arrives; an idle channel reads it only when gRPC's backup
+  // poller runs (every 5 s).
+  EXPECT_TRUE(channel->WaitForStateChange(GRPC_CHANNEL_READY,
+                                          absl::ToChronoTime(absl::Now() + absl::Seconds(30))))
+      << "connection outlived its max age";
   EXPECT_TRUE(info().ok()) << "the next call reconnects";
   auto exit = (*server)->Stop();
   ASSERT_TRUE(exit.ok()) << exit.status();
@@ -205,14 +220,13 @@ TEST(LifecycleTest, CudaBackendWithoutDeviceFailsStartup) {
   EXPECT_NE(server.status().message().find("exit code 1"), std::string::npos) << server.status();
 }
 
-// SIGTERM with a request running: health turns NOT_SERVING at once, the
+// SIGTERM with a call in flight: health turns NOT_SERVING at once, the
 // server keeps serving through --drain_delay_s, then refuses new calls with
-// UNAVAILABLE while the running request completes, and exits 0.
+// UNAVAILABLE while the call in flight completes, and exits 0.
 TEST(LifecycleTest, GracefulShutdownFinishesInFlightWork) {
   BusyServer busy;
   ASSERT_NO_FATAL_FAILURE(StartBusyServer({"--drain_delay_s=0.3"}, &busy));
   ServerProcess& server = *busy.server;
-  Background& slow = busy.slow;
 
   ASSERT_TRUE(server.Signal(SIGTERM).ok());
   EXPECT_TRUE(Eventually([&] {
@@ -222,51 +236,52 @@ TEST(LifecycleTest, GracefulShutdownFinishesInFlightWork) {
 
   grpc::Status refused;
   EXPECT_TRUE(Eventually([&] {
-    // Accepted during the drain delay, such a call queues behind the slow
-    // one: a short deadline keeps the loop going.
+    // Accepted during the drain delay, such a call runs (the worker is idle).
     pb::AttendResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(200)));
-    refused = busy.stub->Attend(&context, SmallRequest("during-drain"), &response);
+    auto context = ContextWithDeadline(absl::Seconds(30));
+    refused = busy.stub->Attend(context.get(), SmallRequest("during-drain"), &response);
     return refused.error_code() == grpc::StatusCode::UNAVAILABLE;
   })) << "new calls were never refused; last: "
       << refused.error_message();
-  EXPECT_FALSE(slow.done.HasBeenNotified()) << "inconclusive: the slow request already ended";
 
-  ASSERT_TRUE(slow.done.WaitForNotificationWithTimeout(absl::Seconds(120)));
-  EXPECT_TRUE(slow.status.ok()) << slow.status.error_message();
-  EXPECT_EQ(slow.response.out().size(), slow.request.q().size());
-  ExpectCleanExit(server, absl::Seconds(60));
+  // The drain waits for the call in flight, which still completes.
+  std::string out;
+  const grpc::Status held = busy.held.Complete(&out);
+  EXPECT_TRUE(held.ok()) << held.error_message();
+  EXPECT_EQ(out.size(), busy.held.request.q().size());
+  ExpectCleanExit(server, absl::Seconds(30));
 }
 
-// Past --drain_timeout_s the remaining calls are cancelled; the server
-// still exits 0 once the kernel that was running returns.
+// Past --drain_timeout_s the calls still in flight are cancelled; the server
+// exits 0.
 TEST(LifecycleTest, DrainTimeoutCancelsWhatIsLeft) {
   BusyServer busy;
   ASSERT_NO_FATAL_FAILURE(StartBusyServer({"--drain_timeout_s=0.2"}, &busy));
-  Background& slow = busy.slow;
   ASSERT_TRUE(busy.server->Signal(SIGTERM).ok());
-  ASSERT_TRUE(slow.done.WaitForNotificationWithTimeout(absl::Seconds(120)));
-  // Cancelled by the server's shutdown: the client sees the call cancelled
-  // or its connection closed, depending on which it notices first.
-  EXPECT_TRUE(slow.status.error_code() == grpc::StatusCode::CANCELLED ||
-              slow.status.error_code() == grpc::StatusCode::UNAVAILABLE)
-      << slow.status.error_code() << ": " << slow.status.error_message();
-  ExpectCleanExit(*busy.server, absl::Seconds(60));
+  // The held call never sends its tensors. Cancelled by the server's
+  // shutdown: the client sees the call cancelled or its connection closed,
+  // depending on which it notices first.
+  const grpc::Status held = busy.held.ReadToEnd();
+  EXPECT_TRUE(held.error_code() == grpc::StatusCode::CANCELLED ||
+              held.error_code() == grpc::StatusCode::UNAVAILABLE)
+      << held.error_code() << ": " << held.error_message();
+  ExpectCleanExit(*busy.server, absl::Seconds(30));
 }
 
 TEST(LifecycleTest, SecondSignalExitsAtOnce) {
   BusyServer busy;
   ASSERT_NO_FATAL_FAILURE(StartBusyServer({}, &busy));
-  Background& slow = busy.slow;
   ASSERT_TRUE(busy.server->Signal(SIGTERM).ok());
-  absl::SleepFor(absl::Milliseconds(200));
+  // Draining, and waiting (up to --drain_timeout_s) for the held call.
+  ASSERT_TRUE(Eventually([&] {
+    auto health = busy.server->Health();
+    return health.ok() && *health == HealthCheckResponse::NOT_SERVING;
+  })) << "health never reported NOT_SERVING";
   ASSERT_TRUE(busy.server->Signal(SIGINT).ok());
-  auto exit = busy.server->Wait(absl::Seconds(10));
+  auto exit = busy.server->Wait(absl::Seconds(30));
   ASSERT_TRUE(exit.ok()) << exit.status();
   EXPECT_TRUE(exit->exited && exit->exit_code == 1) << exit->ToString();
-  ASSERT_TRUE(slow.done.WaitForNotificationWithTimeout(absl::Seconds(60)));
-  EXPECT_FALSE(slow.status.ok());
+  EXPECT_FALSE(busy.held.ReadToEnd().ok());
 }
 
 }  // namespace
