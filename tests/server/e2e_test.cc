@@ -643,7 +643,9 @@ TEST_F(E2eTest, MessageTokenAndStreamBufferLimits) {
 
   // A shape over --max_tokens_per_request, unary and streamed.
   pb::AttendRequest too_many = GoodRequest("too-many-tokens");
-  too_many.mutable_shape()->set_batch(tokens);  // tokens x (S*H*D) elements
+  // tokens x (H*D) elements; a long sequence rather than a large batch, which
+  // GPU kernels would refuse first (batch is a grid dimension, at most 65535).
+  too_many.mutable_shape()->set_seq_len(tokens);
   status = Call(*stub, too_many, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(status.error_message().find(
