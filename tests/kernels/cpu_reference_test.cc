@@ -33,18 +33,6 @@ using testing::TensorLayout;
 constexpr uint16_t kPaddingBits = 0x7ffe;  // another NaN: padding between strided elements
 const float kLsePoison = std::numeric_limits<float>::quiet_NaN();
 
-AttentionProblem Dense(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,
-                       int64_t heads_kv, int64_t head_dim) {
-  AttentionProblem p;
-  p.batch = batch;
-  p.seqlen_q = seqlen_q;
-  p.seqlen_k = seqlen_k;
-  p.heads_q = heads_q;
-  p.heads_kv = heads_kv;
-  p.head_dim = head_dim;
-  p.return_lse = true;
-  return p;
-}
 
 AttentionProblem Causal(AttentionProblem p) {
   p.causal = true;
@@ -166,68 +154,68 @@ void CheckCase(const Case& c, DType dtype) {
 std::vector<Case> FeatureCases() {
   std::vector<Case> cases = {
       // Lengths, self-attention.
-      Make("S=1", Dense(2, 1, 1, 2, 2, 64)),
-      Make("S=7", Dense(3, 7, 7, 2, 2, 64)),
-      Make("S=100", Dense(2, 100, 100, 2, 2, 64)),
-      Make("S=1000", Dense(1, 1000, 1000, 2, 2, 64)),
-      Make("S=7 causal", Causal(Dense(2, 7, 7, 2, 2, 64))),
-      Make("S=100 causal", Causal(Dense(2, 100, 100, 2, 2, 64))),
-      Make("S=1000 causal", Causal(Dense(1, 1000, 1000, 2, 2, 64))),
+      Make("S=1", DenseProblem(2, 1, 1, 2, 2, 64)),
+      Make("S=7", DenseProblem(3, 7, 7, 2, 2, 64)),
+      Make("S=100", DenseProblem(2, 100, 100, 2, 2, 64)),
+      Make("S=1000", DenseProblem(1, 1000, 1000, 2, 2, 64)),
+      Make("S=7 causal", Causal(DenseProblem(2, 7, 7, 2, 2, 64))),
+      Make("S=100 causal", Causal(DenseProblem(2, 100, 100, 2, 2, 64))),
+      Make("S=1000 causal", Causal(DenseProblem(1, 1000, 1000, 2, 2, 64))),
       // Decode: one query.
-      Make("decode Sk=1", Dense(2, 1, 1, 8, 1, 64)),
-      Make("decode Sk=7", Dense(2, 1, 7, 8, 2, 128)),
-      Make("decode Sk=1000 causal", Causal(Dense(2, 1, 1000, 8, 1, 128))),
-      Make("decode Sk=1000 window", Causal(Window(Dense(1, 1, 1000, 4, 4, 64), 100, 0))),
+      Make("decode Sk=1", DenseProblem(2, 1, 1, 8, 1, 64)),
+      Make("decode Sk=7", DenseProblem(2, 1, 7, 8, 2, 128)),
+      Make("decode Sk=1000 causal", Causal(DenseProblem(2, 1, 1000, 8, 1, 128))),
+      Make("decode Sk=1000 window", Causal(Window(DenseProblem(1, 1, 1000, 4, 4, 64), 100, 0))),
       // seqlen_q != seqlen_k.
-      Make("Sq>Sk", Dense(2, 100, 7, 2, 1, 64)),
-      Make("Sq<Sk", Dense(2, 7, 1000, 2, 1, 64)),
-      Make("Sq>Sk causal", Causal(Dense(2, 100, 7, 2, 2, 64))),  // 93 rows see nothing
-      Make("Sq>Sk causal long", Causal(Dense(1, 1000, 100, 2, 1, 64))),
-      Make("Sq=7 Sk=1 causal", Causal(Dense(2, 7, 1, 2, 2, 64))),
-      Make("Sq<Sk causal", Causal(Dense(2, 7, 100, 2, 2, 64))),
-      Make("Sq<Sk causal long", Causal(Dense(1, 100, 1000, 2, 2, 64))),
+      Make("Sq>Sk", DenseProblem(2, 100, 7, 2, 1, 64)),
+      Make("Sq<Sk", DenseProblem(2, 7, 1000, 2, 1, 64)),
+      Make("Sq>Sk causal", Causal(DenseProblem(2, 100, 7, 2, 2, 64))),  // 93 rows see nothing
+      Make("Sq>Sk causal long", Causal(DenseProblem(1, 1000, 100, 2, 1, 64))),
+      Make("Sq=7 Sk=1 causal", Causal(DenseProblem(2, 7, 1, 2, 2, 64))),
+      Make("Sq<Sk causal", Causal(DenseProblem(2, 7, 100, 2, 2, 64))),
+      Make("Sq<Sk causal long", Causal(DenseProblem(1, 100, 1000, 2, 2, 64))),
       // GQA ratios 1, 2, 4, 8 and MQA.
-      Make("GQA 1", Dense(1, 100, 100, 8, 8, 64)),
-      Make("GQA 2", Causal(Dense(1, 100, 100, 8, 4, 64))),
-      Make("GQA 4", Dense(2, 100, 70, 8, 2, 64)),
-      Make("GQA 8", Causal(Dense(1, 100, 130, 16, 2, 64))),
-      Make("MQA", Dense(1, 100, 100, 8, 1, 64)),
+      Make("GQA 1", DenseProblem(1, 100, 100, 8, 8, 64)),
+      Make("GQA 2", Causal(DenseProblem(1, 100, 100, 8, 4, 64))),
+      Make("GQA 4", DenseProblem(2, 100, 70, 8, 2, 64)),
+      Make("GQA 8", Causal(DenseProblem(1, 100, 130, 16, 2, 64))),
+      Make("MQA", DenseProblem(1, 100, 100, 8, 1, 64)),
       // Head dims.
-      Make("D=64", Dense(1, 100, 77, 2, 1, 64)),
-      Make("D=96", Causal(Dense(1, 100, 77, 2, 1, 96))),
-      Make("D=128", Dense(1, 100, 77, 2, 1, 128)),
-      Make("D=192", Causal(Dense(1, 77, 100, 2, 1, 192))),
-      Make("D=256", Dense(1, 100, 77, 2, 1, 256)),
-      Make("D=8", Dense(1, 20, 20, 2, 2, 8)),
-      Make("D=40", Causal(Dense(1, 20, 33, 2, 2, 40))),
-      Make("D=512", Dense(1, 20, 20, 1, 1, 512)),
+      Make("D=64", DenseProblem(1, 100, 77, 2, 1, 64)),
+      Make("D=96", Causal(DenseProblem(1, 100, 77, 2, 1, 96))),
+      Make("D=128", DenseProblem(1, 100, 77, 2, 1, 128)),
+      Make("D=192", Causal(DenseProblem(1, 77, 100, 2, 1, 192))),
+      Make("D=256", DenseProblem(1, 100, 77, 2, 1, 256)),
+      Make("D=8", DenseProblem(1, 20, 20, 2, 2, 8)),
+      Make("D=40", Causal(DenseProblem(1, 20, 33, 2, 2, 40))),
+      Make("D=512", DenseProblem(1, 20, 20, 1, 1, 512)),
       // Sliding windows.
-      Make("window left", Window(Dense(1, 300, 300, 2, 2, 64), 16, -1)),
-      Make("window right", Window(Dense(1, 300, 300, 2, 2, 64), -1, 16)),
-      Make("window 0,0", Window(Dense(1, 300, 300, 2, 2, 64), 0, 0)),
-      Make("window 32,8", Window(Dense(1, 300, 300, 2, 1, 64), 32, 8)),
-      Make("window causal", Causal(Window(Dense(1, 300, 300, 2, 2, 64), 20, -1))),
-      Make("window Sq<Sk", Window(Dense(2, 50, 200, 2, 2, 64), 10, 10)),
-      Make("window Sq>Sk", Window(Dense(2, 200, 50, 2, 2, 64), 5, 0)),  // empty rows
-      Make("window Sq>Sk 0,0", Window(Dense(1, 100, 30, 2, 2, 64), 0, 0)),
+      Make("window left", Window(DenseProblem(1, 300, 300, 2, 2, 64), 16, -1)),
+      Make("window right", Window(DenseProblem(1, 300, 300, 2, 2, 64), -1, 16)),
+      Make("window 0,0", Window(DenseProblem(1, 300, 300, 2, 2, 64), 0, 0)),
+      Make("window 32,8", Window(DenseProblem(1, 300, 300, 2, 1, 64), 32, 8)),
+      Make("window causal", Causal(Window(DenseProblem(1, 300, 300, 2, 2, 64), 20, -1))),
+      Make("window Sq<Sk", Window(DenseProblem(2, 50, 200, 2, 2, 64), 10, 10)),
+      Make("window Sq>Sk", Window(DenseProblem(2, 200, 50, 2, 2, 64), 5, 0)),  // empty rows
+      Make("window Sq>Sk 0,0", Window(DenseProblem(1, 100, 30, 2, 2, 64), 0, 0)),
       // Varlen, empty sequences included.
-      Varlen("varlen", Dense(0, 0, 0, 4, 2, 64), {1, 7, 100, 0, 300, 4}, {5, 7, 130, 20, 1, 0}),
-      Varlen("varlen causal MQA", Causal(Dense(0, 0, 0, 8, 1, 128)), {1, 7, 100, 0, 300, 4},
+      Varlen("varlen", DenseProblem(0, 0, 0, 4, 2, 64), {1, 7, 100, 0, 300, 4}, {5, 7, 130, 20, 1, 0}),
+      Varlen("varlen causal MQA", Causal(DenseProblem(0, 0, 0, 8, 1, 128)), {1, 7, 100, 0, 300, 4},
              {5, 7, 130, 20, 1, 0}),
-      Varlen("varlen window", Window(Dense(0, 0, 0, 2, 2, 96), 10, 3), {50, 7, 100}, {60, 1, 90}),
-      Varlen("varlen long causal", Causal(Dense(0, 0, 0, 2, 1, 64)), {1000, 1, 33},
+      Varlen("varlen window", Window(DenseProblem(0, 0, 0, 2, 2, 96), 10, 3), {50, 7, 100}, {60, 1, 90}),
+      Varlen("varlen long causal", Causal(DenseProblem(0, 0, 0, 2, 1, 64)), {1000, 1, 33},
              {1000, 1000, 20}),
-      Varlen("varlen single", Dense(0, 0, 0, 2, 2, 64), {13}, {29}),
+      Varlen("varlen single", DenseProblem(0, 0, 0, 2, 2, 64), {13}, {29}),
       // Strided tensors.
-      Make("strided", Dense(2, 100, 100, 4, 4, 64), /*strided=*/true),
-      Make("strided GQA causal", Causal(Dense(2, 50, 80, 4, 2, 96)), true),
-      Varlen("strided varlen", Causal(Dense(0, 0, 0, 4, 2, 64)), {30, 0, 70}, {50, 5, 40}, true),
+      Make("strided", DenseProblem(2, 100, 100, 4, 4, 64), /*strided=*/true),
+      Make("strided GQA causal", Causal(DenseProblem(2, 50, 80, 4, 2, 96)), true),
+      Varlen("strided varlen", Causal(DenseProblem(0, 0, 0, 4, 2, 64)), {30, 0, 70}, {50, 5, 40}, true),
   };
   // A scale of our own, and no LSE asked for.
-  AttentionProblem scaled = Causal(Dense(1, 100, 100, 2, 2, 64));
+  AttentionProblem scaled = Causal(DenseProblem(1, 100, 100, 2, 2, 64));
   scaled.softmax_scale = 0.3f;
   cases.push_back(Make("scale 0.3", scaled));
-  AttentionProblem no_lse = Dense(2, 50, 60, 2, 1, 64);
+  AttentionProblem no_lse = DenseProblem(2, 50, 60, 2, 1, 64);
   no_lse.return_lse = false;
   cases.push_back(Make("no LSE", no_lse));
   return cases;
@@ -259,7 +247,7 @@ TEST_P(CpuReferenceTest, SelfAttentionMatchesShapeReference) {
 
 // Work is split by rows, so the thread count must not change a single bit.
 TEST_P(CpuReferenceTest, ThreadCountDoesNotChangeResult) {
-  Case c = Varlen("", Causal(Window(Dense(0, 0, 0, 4, 2, 64), 50, -1)), {300, 1, 150},
+  Case c = Varlen("", Causal(Window(DenseProblem(0, 0, 0, 4, 2, 64), 50, -1)), {300, 1, 150},
                   {300, 7, 200});
   const ProblemInputs in = MakeProblemInputs(c.problem, GetParam(), FreshSeed(), c.cu_q, c.cu_k);
   const CpuRun one = RunCpu(in, false, 1);
@@ -275,7 +263,7 @@ TEST_P(CpuReferenceTest, ThreadCountDoesNotChangeResult) {
 // A large scale makes the softmax nearly one-hot: the online rescaling must
 // neither overflow nor lose the maximum.
 TEST_P(CpuReferenceTest, StableUnderLargeScores) {
-  AttentionProblem p = Causal(Dense(1, 200, 300, 2, 1, 64));
+  AttentionProblem p = Causal(DenseProblem(1, 200, 300, 2, 1, 64));
   p.softmax_scale = 40.0f;
   const ProblemInputs in = MakeProblemInputs(p, GetParam(), FreshSeed());
   const CpuRun run = RunCpu(in, false);
@@ -292,7 +280,7 @@ TEST_P(CpuReferenceTest, StableUnderLargeScores) {
 // A row that sees no key: output exactly 0 and LSE exactly -inf, and the
 // float64 reference agrees.
 TEST(CpuReferenceMaskTest, RowsWithoutKeysAreZeroWithMinusInfLse) {
-  const AttentionProblem p = Causal(Dense(1, 10, 4, 1, 1, 8));  // rows 0..5 see nothing
+  const AttentionProblem p = Causal(DenseProblem(1, 10, 4, 1, 1, 8));  // rows 0..5 see nothing
   const ProblemInputs in = MakeProblemInputs(p, DType::kFloat16, FreshSeed());
   const CpuRun run = RunCpu(in, false);
   ASSERT_TRUE(run.status.ok()) << run.status;

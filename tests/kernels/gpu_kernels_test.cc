@@ -49,20 +49,6 @@ struct GpuCase {
   bool strided = false;
 };
 
-AttentionProblem Dense(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,
-                       int64_t heads_kv, int64_t head_dim, bool causal = false,
-                       bool lse = true) {
-  AttentionProblem p;
-  p.batch = batch;
-  p.seqlen_q = seqlen_q;
-  p.seqlen_k = seqlen_k;
-  p.heads_q = heads_q;
-  p.heads_kv = heads_kv;
-  p.head_dim = head_dim;
-  p.causal = causal;
-  p.return_lse = lse;
-  return p;
-}
 
 AttentionProblem Window(AttentionProblem p, int64_t left, int64_t right) {
   p.window_left = left;
@@ -307,12 +293,12 @@ std::vector<int> RunCases(const std::vector<KernelHandle>& kernels,
 // ladder block: what the ladder takes (flash_fwd too).
 std::vector<GpuCase> LadderCases() {
   return {
-      Make("ladder", Dense(1, 128, 128, 1, 1, 128, false, false)),
-      Make("ladder", Dense(2, 256, 256, 16, 16, 128, false, false)),
-      Make("ladder scale 0.3", Scaled(Dense(3, 512, 512, 2, 2, 128, false, false), 0.3f)),
-      Make("ladder", Dense(1, 1024, 1024, 16, 16, 128, false, false)),
-      Make("ladder", Dense(2, 2048, 2048, 4, 4, 128, false, false)),
-      Make("ladder", Dense(1, 4096, 4096, 16, 16, 128, false, false)),
+      Make("ladder", DenseProblem(1, 128, 128, 1, 1, 128, false, false)),
+      Make("ladder", DenseProblem(2, 256, 256, 16, 16, 128, false, false)),
+      Make("ladder scale 0.3", Scaled(DenseProblem(3, 512, 512, 2, 2, 128, false, false), 0.3f)),
+      Make("ladder", DenseProblem(1, 1024, 1024, 16, 16, 128, false, false)),
+      Make("ladder", DenseProblem(2, 2048, 2048, 4, 4, 128, false, false)),
+      Make("ladder", DenseProblem(1, 4096, 4096, 16, 16, 128, false, false)),
   };
 }
 
@@ -321,64 +307,64 @@ std::vector<GpuCase> FeatureCases() {
   std::vector<GpuCase> cases;
   // Lengths, self-attention, causal or not.
   for (int64_t s : {1, 7, 100, 1000, 4097}) {
-    cases.push_back(Make(absl::StrCat("S=", s), Dense(2, s, s, 8, 8, 128)));
-    cases.push_back(Make(absl::StrCat("S=", s, " causal"), Dense(2, s, s, 8, 8, 128, true)));
+    cases.push_back(Make(absl::StrCat("S=", s), DenseProblem(2, s, s, 8, 8, 128)));
+    cases.push_back(Make(absl::StrCat("S=", s, " causal"), DenseProblem(2, s, s, 8, 8, 128, true)));
   }
   // Decode: one query row.
   for (int64_t sk : {1, 100, 4097}) {
-    cases.push_back(Make(absl::StrCat("decode Sk=", sk), Dense(4, 1, sk, 32, 4, 128)));
+    cases.push_back(Make(absl::StrCat("decode Sk=", sk), DenseProblem(4, 1, sk, 32, 4, 128)));
     cases.push_back(Make(absl::StrCat("decode Sk=", sk, " causal MQA"),
-                         Dense(4, 1, sk, 16, 1, 128, true)));
+                         DenseProblem(4, 1, sk, 16, 1, 128, true)));
   }
   // seqlen_q > seqlen_k (causal: the first rows see nothing) and <.
   const int64_t pairs[][2] = {{100, 7}, {1000, 100}, {4097, 1000}, {7, 1},
                               {7, 100}, {100, 1000}, {1000, 4097}, {7, 4097}};
   for (const auto& [sq, sk] : pairs) {
     cases.push_back(
-        Make(absl::StrCat("Sq=", sq, " Sk=", sk, " causal"), Dense(2, sq, sk, 8, 8, 128, true)));
-    cases.push_back(Make(absl::StrCat("Sq=", sq, " Sk=", sk), Dense(1, sq, sk, 8, 4, 128)));
+        Make(absl::StrCat("Sq=", sq, " Sk=", sk, " causal"), DenseProblem(2, sq, sk, 8, 8, 128, true)));
+    cases.push_back(Make(absl::StrCat("Sq=", sq, " Sk=", sk), DenseProblem(1, sq, sk, 8, 4, 128)));
   }
   // GQA ratios 1, 2, 4, 8 and MQA.
   for (int64_t heads_kv : {16, 8, 4, 2, 1}) {
     cases.push_back(Make(absl::StrCat("GQA ", 16 / heads_kv),
-                         Dense(1, 1000, 1000, 16, heads_kv, 128, heads_kv % 2 == 0)));
+                         DenseProblem(1, 1000, 1000, 16, heads_kv, 128, heads_kv % 2 == 0)));
   }
   // Head dims, with other features.
   for (int64_t d : {64, 96, 128, 192, 256}) {
-    cases.push_back(Make(absl::StrCat("D=", d), Dense(2, 1000, 1000, 4, 4, d)));
+    cases.push_back(Make(absl::StrCat("D=", d), DenseProblem(2, 1000, 1000, 4, 4, d)));
     cases.push_back(
-        Make(absl::StrCat("D=", d, " causal GQA Sq<Sk"), Dense(2, 100, 1000, 8, 2, d, true)));
+        Make(absl::StrCat("D=", d, " causal GQA Sq<Sk"), DenseProblem(2, 100, 1000, 8, 2, d, true)));
     cases.push_back(Make(absl::StrCat("D=", d, " window Sq>Sk"),
-                         Window(Dense(1, 1000, 300, 4, 1, d), 64, 16)));
+                         Window(DenseProblem(1, 1000, 300, 4, 1, d), 64, 16)));
   }
   // Sliding windows.
-  cases.push_back(Make("window left", Window(Dense(2, 1000, 1000, 8, 8, 128), 256, -1)));
-  cases.push_back(Make("window right", Window(Dense(2, 1000, 1000, 8, 8, 128), -1, 256)));
-  cases.push_back(Make("window 0,0", Window(Dense(2, 1000, 1000, 8, 8, 128), 0, 0)));
-  cases.push_back(Make("window 128,64", Window(Dense(1, 4097, 4097, 8, 2, 128), 128, 64)));
-  cases.push_back(Make("window causal", Window(Dense(1, 4097, 4097, 8, 8, 128, true), 512, -1)));
-  cases.push_back(Make("window Sq<Sk", Window(Dense(2, 100, 1000, 8, 8, 64), 30, 30)));
-  cases.push_back(Make("window Sq>Sk empty rows", Window(Dense(2, 1000, 100, 8, 8, 64), 5, 0)));
-  cases.push_back(Make("window 0,0 Sq>Sk", Window(Dense(1, 300, 100, 4, 4, 96), 0, 0)));
+  cases.push_back(Make("window left", Window(DenseProblem(2, 1000, 1000, 8, 8, 128), 256, -1)));
+  cases.push_back(Make("window right", Window(DenseProblem(2, 1000, 1000, 8, 8, 128), -1, 256)));
+  cases.push_back(Make("window 0,0", Window(DenseProblem(2, 1000, 1000, 8, 8, 128), 0, 0)));
+  cases.push_back(Make("window 128,64", Window(DenseProblem(1, 4097, 4097, 8, 2, 128), 128, 64)));
+  cases.push_back(Make("window causal", Window(DenseProblem(1, 4097, 4097, 8, 8, 128, true), 512, -1)));
+  cases.push_back(Make("window Sq<Sk", Window(DenseProblem(2, 100, 1000, 8, 8, 64), 30, 30)));
+  cases.push_back(Make("window Sq>Sk empty rows", Window(DenseProblem(2, 1000, 100, 8, 8, 64), 5, 0)));
+  cases.push_back(Make("window 0,0 Sq>Sk", Window(DenseProblem(1, 300, 100, 4, 4, 96), 0, 0)));
   // Varlen, lengths 0..3000.
-  cases.push_back(Varlen("varlen", Dense(0, 0, 0, 8, 8, 128), {1, 7, 100, 1000, 3000, 64},
+  cases.push_back(Varlen("varlen", DenseProblem(0, 0, 0, 8, 8, 128), {1, 7, 100, 1000, 3000, 64},
                          {1, 7, 100, 1000, 3000, 64}));
-  cases.push_back(Varlen("varlen Sq!=Sk causal GQA", Dense(0, 0, 0, 16, 4, 128, true),
+  cases.push_back(Varlen("varlen Sq!=Sk causal GQA", DenseProblem(0, 0, 0, 16, 4, 128, true),
                          {1, 7, 100, 1000, 3000, 0, 5}, {3000, 1, 130, 999, 2000, 17, 0}));
-  cases.push_back(Varlen("varlen window MQA", Window(Dense(0, 0, 0, 8, 1, 64), 100, 10),
+  cases.push_back(Varlen("varlen window MQA", Window(DenseProblem(0, 0, 0, 8, 1, 64), 100, 10),
                          {500, 1, 2999}, {700, 50, 3000}));
   for (int64_t d : {64, 96, 192, 256}) {
-    cases.push_back(Varlen(absl::StrCat("varlen D=", d), Dense(0, 0, 0, 4, 2, d, true),
+    cases.push_back(Varlen(absl::StrCat("varlen D=", d), DenseProblem(0, 0, 0, 4, 2, d, true),
                            {77, 1, 1500, 300}, {77, 64, 1400, 301}));
   }
   // Strided tensors.
-  cases.push_back(Make("strided", Dense(2, 1000, 1000, 8, 8, 128), true));
-  cases.push_back(Make("strided causal GQA Sq<Sk D=64", Dense(2, 100, 700, 8, 2, 64, true), true));
-  cases.push_back(Varlen("strided varlen window", Window(Dense(0, 0, 0, 8, 4, 256), 50, 50),
+  cases.push_back(Make("strided", DenseProblem(2, 1000, 1000, 8, 8, 128), true));
+  cases.push_back(Make("strided causal GQA Sq<Sk D=64", DenseProblem(2, 100, 700, 8, 2, 64, true), true));
+  cases.push_back(Varlen("strided varlen window", Window(DenseProblem(0, 0, 0, 8, 4, 256), 50, 50),
                          {300, 1, 1000}, {200, 40, 1000}, true));
   // A scale of our own; no LSE asked for.
-  cases.push_back(Make("scale 0.3", Scaled(Dense(2, 1000, 1000, 8, 8, 128, true), 0.3f)));
-  cases.push_back(Make("no LSE", Dense(2, 1000, 500, 8, 4, 192, true, false)));
+  cases.push_back(Make("scale 0.3", Scaled(DenseProblem(2, 1000, 1000, 8, 8, 128, true), 0.3f)));
+  cases.push_back(Make("no LSE", DenseProblem(2, 1000, 500, 8, 4, 192, true, false)));
   return cases;
 }
 
@@ -398,7 +384,7 @@ std::vector<GpuCase> RandomCases(uint64_t seed, int count) {
   for (int n = 0; n < count; ++n) {
     if (chance(0.2)) {  // a ladder shape now and then, for the ladder's random draws
       const int64_t s = 128 * std::uniform_int_distribution<int64_t>(1, 16)(rng);
-      cases.push_back(Make("random ladder", Dense(pick({1, 2, 3}), s, s, pick({1, 4, 12}),
+      cases.push_back(Make("random ladder", DenseProblem(pick({1, 2, 3}), s, s, pick({1, 4, 12}),
                                                   0, 128, false, false)));
       cases.back().problem.heads_kv = cases.back().problem.heads_q;
       continue;
@@ -460,13 +446,13 @@ class GpuKernelsTest : public ::testing::TestWithParam<DType> {
 // feature.
 TEST_P(GpuKernelsTest, GpuReferenceMatchesFloat64) {
   const std::vector<GpuCase> cases = {
-      Make("self", Dense(2, 192, 192, 3, 3, 128, false)),
-      Make("causal Sq>Sk GQA", Dense(2, 130, 40, 8, 2, 64, true)),
-      Make("causal Sq<Sk MQA D=256", Dense(1, 40, 300, 4, 1, 256, true)),
-      Make("decode", Dense(3, 1, 257, 4, 4, 96, true)),
-      Make("window", Window(Dense(1, 200, 150, 2, 2, 192), 20, 5)),
-      Make("strided", Dense(2, 70, 90, 4, 2, 128, true), true),
-      Varlen("varlen", Window(Dense(0, 0, 0, 4, 2, 64, true), 30, -1), {1, 0, 100, 37},
+      Make("self", DenseProblem(2, 192, 192, 3, 3, 128, false)),
+      Make("causal Sq>Sk GQA", DenseProblem(2, 130, 40, 8, 2, 64, true)),
+      Make("causal Sq<Sk MQA D=256", DenseProblem(1, 40, 300, 4, 1, 256, true)),
+      Make("decode", DenseProblem(3, 1, 257, 4, 4, 96, true)),
+      Make("window", Window(DenseProblem(1, 200, 150, 2, 2, 192), 20, 5)),
+      Make("strided", DenseProblem(2, 70, 90, 4, 2, 128, true), true),
+      Varlen("varlen", Window(DenseProblem(0, 0, 0, 4, 2, 64, true), 30, -1), {1, 0, 100, 37},
              {5, 3, 130, 0}),
   };
   for (const GpuCase& c : cases) {
@@ -512,15 +498,15 @@ TEST_P(GpuKernelsTest, RandomCombinationsMatchReference) {
 // Large scores (softmax nearly one-hot) must not overflow the online softmax.
 TEST_P(GpuKernelsTest, StableUnderLargeScores) {
   RunCases(AllGpuKernels(),
-           {Make("large scores", Scaled(Dense(1, 512, 512, 2, 2, 128, false, false), 2.0f)),
-            Make("large scores causal GQA", Scaled(Dense(1, 700, 900, 8, 2, 128, true), 2.0f))},
+           {Make("large scores", Scaled(DenseProblem(1, 512, 512, 2, 2, 128, false, false), 2.0f)),
+            Make("large scores causal GQA", Scaled(DenseProblem(1, 700, 900, 8, 2, 128, true), 2.0f))},
            GetParam());
 }
 
 // Arguments a kernel cannot take are refused before anything runs.
 TEST_P(GpuKernelsTest, RefusesBadArguments) {
   const DType dtype = GetParam();
-  const AttentionProblem p = Dense(1, 128, 128, 2, 2, 128, false, false);
+  const AttentionProblem p = DenseProblem(1, 128, 128, 2, 2, 128, false, false);
   DeviceBuffer q(p.QBytes(dtype)), k(p.KVBytes(dtype)), v(p.KVBytes(dtype)),
       out(p.QBytes(dtype));
   std::vector<uint16_t> host(p.QElements());

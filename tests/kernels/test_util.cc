@@ -199,4 +199,18 @@ std::string Describe(const ProblemInputs& in) {
   return s;
 }
 
+AttentionProblem DenseProblem(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,
+                              int64_t heads_kv, int64_t head_dim, bool causal, bool lse) {
+  AttentionProblem p;
+  p.batch = batch;
+  p.seqlen_q = seqlen_q;
+  p.seqlen_k = seqlen_k;
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.head_dim = head_dim;
+  p.causal = causal;
+  p.return_lse = lse;
+  return p;
+}
+
 }  // namespace attn::testing

@@ -96,6 +96,11 @@ int64_t CountNonFinite(const std::vector<uint16_t>& out, DType dtype);
 double MaxLseError(const std::vector<float>& lse, const std::vector<double>& ref);
 
 // "dtype=bf16 shape=[...] seed=..." for failure messages.
+// A dense (not varlen) problem with LSE, for the kernel tests' case lists.
+AttentionProblem DenseProblem(int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,
+                              int64_t heads_kv, int64_t head_dim, bool causal = false,
+                              bool lse = true);
+
 std::string Describe(const HostInputs& inputs);
 std::string Describe(const ProblemInputs& inputs);
 
