@@ -20,6 +20,7 @@ namespace attn {
 namespace {
 
 using testing::CountNonFinite;
+using testing::DenseProblem;
 using testing::Describe;
 using testing::FreshSeed;
 using testing::kPoisonBits;

@@ -33,6 +33,7 @@
 namespace attn {
 namespace {
 
+using testing::DenseProblem;
 using testing::DeviceBuffer;
 using testing::FreshSeed;
 using testing::SetVarlen;
