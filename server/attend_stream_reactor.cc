@@ -22,12 +22,16 @@ constexpr absl::string_view kRpc = "AttendStream";
 AttendStreamReactor::AttendStreamReactor(Runtime* runtime, CallGate* gate,
                                          grpc::CallbackServerContext* context)
     : runtime_(runtime), gate_(gate), context_(context), arrival_(absl::Now()) {
+  runtime_->stream_watchdog().Add(&watch_);
   StartRead(&request_);
 }
 
 AttendStreamReactor::~AttendStreamReactor() {
+  // First: after this the watchdog never calls Expire again.
+  runtime_->stream_watchdog().Remove(&watch_);
   ReleaseInputs();
   runtime_->stream_budget().Release(output_reserved_);
+  runtime_->admitted_budget().Release(admitted_reserved_);
   gate_->Leave();
 }
 
@@ -37,20 +41,88 @@ void AttendStreamReactor::ReleaseInputs() {
   input_reserved_ = 0;
 }
 
+std::string AttendStreamReactor::ReceivedText() const {
+  if (!spec_.has_value()) return "no header received";
+  std::string text = "received";
+  for (int i = 0; i < 3; ++i) {
+    absl::StrAppendFormat(&text, "%s%d of %d bytes of %s", i == 0 ? " " : ", ",
+                          inputs_[i].size(), InputBytes(*spec_, kInputs[i]),
+                          InputName(kInputs[i]));
+  }
+  return text;
+}
+
+void AttendStreamReactor::Expire(StreamWatchdog::Reason reason, absl::Duration limit) {
+  absl::MutexLock lock(&mu_);
+  const StreamWatchdog::Phase phase = watch_.phase();
+  const std::string waited = absl::FormatDuration(limit);
+  if (phase == StreamWatchdog::Phase::kUpload && !upload_ended_) {
+    upload_ended_ = true;
+    watch_.SetPhase(StreamWatchdog::Phase::kDone);
+    absl::Status status;
+    switch (reason) {
+      case StreamWatchdog::Reason::kIdle:
+        status = absl::DeadlineExceededError(absl::StrFormat(
+            "AttendStream upload received no message for %s (--stream_idle_timeout_s); %s; its "
+            "buffers are released",
+            waited, ReceivedText()));
+        break;
+      case StreamWatchdog::Reason::kUploadTimeout:
+        status = absl::DeadlineExceededError(absl::StrFormat(
+            "AttendStream upload not complete %s after the call started "
+            "(--stream_upload_timeout_s); %s; its buffers are released",
+            waited, ReceivedText()));
+        break;
+      case StreamWatchdog::Reason::kDrain:
+        status = absl::UnavailableError(absl::StrFormat(
+            "attn_server is shutting down and this AttendStream upload had received nothing for "
+            "%s (--drain_upload_idle_s); %s; retry on another server",
+            waited, ReceivedText()));
+        break;
+    }
+    // The buffers go back now, not when gRPC gets round to OnDone.
+    ReleaseInputs();
+    runtime_->stream_budget().Release(output_reserved_);
+    output_reserved_ = 0;
+    runtime_->admitted_budget().Release(admitted_reserved_);
+    admitted_reserved_ = 0;
+    Fail(status, reason == StreamWatchdog::Reason::kDrain ? FailureKind::kDrain
+                                                          : FailureKind::kUploadTimeout);
+  } else if (phase == StreamWatchdog::Phase::kSend && send_expired_.ok()) {
+    watch_.SetPhase(StreamWatchdog::Phase::kDone);
+    send_expired_ = absl::DeadlineExceededError(absl::StrFormat(
+        "the client took no output chunk for %s (--stream_idle_timeout_s); the call was "
+        "cancelled",
+        waited));
+    context_->TryCancel();  // OnWriteDone(false) finishes the call
+  }
+}
+
+void AttendStreamReactor::FailEnded(const absl::Status& status) {
+  FailureKind kind = FailureKind::kOther;
+  const absl::Status ended =
+      AttributeEnd(*runtime_, status, absl::FromChrono(context_->deadline()), &kind);
+  Fail(ended, kind);
+}
+
 void AttendStreamReactor::OnReadDone(bool ok) {
+  absl::MutexLock lock(&mu_);
+  if (upload_ended_) return;  // the watchdog ended the upload
+  watch_.Touch();
   if (!ok) {  // the client half-closed, or the call broke
+    upload_ended_ = true;  // no read follows; the watchdog's upload limits no longer apply
     if (cancelled_.load(std::memory_order_acquire) || context_->IsCancelled()) {
-      Fail(absl::CancelledError("cancelled by the client while sending its tensors"),
-           FailureKind::kCancelled);
+      FailEnded(absl::CancelledError("cancelled while sending its tensors"));
     } else {
       OnInputComplete();
     }
     return;
   }
   absl::Status status;
+  FailureKind kind = FailureKind::kOther;
   if (!spec_.has_value()) {
     status = request_.has_header()
-                 ? OnHeader(request_.header())
+                 ? OnHeader(request_.header(), &kind)
                  : absl::InvalidArgumentError(
                        "the first AttendStream message must be a header; got a chunk");
   } else if (request_.has_chunk()) {
@@ -61,13 +133,15 @@ void AttendStreamReactor::OnReadDone(bool ok) {
     status = absl::InvalidArgumentError("AttendStream message has neither header nor chunk");
   }
   if (!status.ok()) {
-    Fail(status, FailureKind::kOther);
+    upload_ended_ = true;
+    watch_.SetPhase(StreamWatchdog::Phase::kDone);
+    Fail(status, kind);
     return;
   }
   StartRead(&request_);
 }
 
-absl::Status AttendStreamReactor::OnHeader(const pb::AttendRequest& header) {
+absl::Status AttendStreamReactor::OnHeader(const pb::AttendRequest& header, FailureKind* kind) {
   absl::StatusOr<RequestSpec> spec =
       DecodeRequestHeader(header, runtime_->limits(), runtime_->catalog());
   request_id_ =
@@ -85,13 +159,25 @@ absl::Status AttendStreamReactor::OnHeader(const pb::AttendRequest& header) {
   }
   const int64_t input_bytes = spec->InputBytes();
   const int64_t output_bytes = spec->OutputBytes();
+  const int64_t call_bytes = input_bytes + output_bytes;
+  ByteBudget& admitted = runtime_->admitted_budget();
+  if (!admitted.TryReserve(call_bytes)) {
+    *kind = FailureKind::kOverBudget;
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "AttendStream needs %d bytes (q, k, v and the outputs of problem %s); %d of %d are held "
+        "by admitted calls (--max_admitted_bytes); retry later",
+        call_bytes, spec->problem.ToString(), admitted.used(), admitted.limit()));
+  }
   ByteBudget& budget = runtime_->stream_budget();
-  if (!budget.TryReserve(input_bytes + output_bytes)) {
+  if (!budget.TryReserve(call_bytes)) {
+    admitted.Release(call_bytes);
+    *kind = FailureKind::kOverBudget;
     return absl::ResourceExhaustedError(absl::StrFormat(
         "AttendStream needs %d bytes of buffers (q, k, v and the outputs of problem %s); %d of "
         "%d are held by other calls (--max_stream_buffer_bytes); retry later",
-        input_bytes + output_bytes, spec->problem.ToString(), budget.used(), budget.limit()));
+        call_bytes, spec->problem.ToString(), budget.used(), budget.limit()));
   }
+  admitted_reserved_ = call_bytes;
   input_reserved_ = input_bytes;
   output_reserved_ = output_bytes;
   // Capacity only: chunks append in order, so nothing is zero-filled.
@@ -177,19 +263,19 @@ void AttendStreamReactor::OnInputComplete() {
   job->done = [this](std::unique_ptr<Job> done_job, absl::Status status) {
     OnJobDone(std::move(done_job), std::move(status));
   };
+  // Queued or running: bounded by the scheduler and the deadline.
+  watch_.SetPhase(StreamWatchdog::Phase::kCompute);
   absl::Status submitted = runtime_->scheduler().Submit(job);
-  if (!submitted.ok()) Fail(submitted, ClassifySchedulerStatus(submitted));
+  if (!submitted.ok()) FailEnded(submitted);
 }
 
 void AttendStreamReactor::OnJobDone(std::unique_ptr<Job> job, absl::Status status) {
   ReleaseInputs();
   if (status.ok() && cancelled_.load(std::memory_order_acquire)) {
-    status = absl::CancelledError(
-        "the call was cancelled while its kernel ran (client gone, or the server's drain "
-        "timeout passed)");
+    status = absl::CancelledError("the call was cancelled while its kernel ran");
   }
   if (!status.ok()) {
-    Fail(status, ClassifySchedulerStatus(status));
+    FailEnded(status);
     return;
   }
   times_ = job->times;
@@ -199,15 +285,25 @@ void AttendStreamReactor::OnJobDone(std::unique_ptr<Job> job, absl::Status statu
                        response_.mutable_header());
   out_sent_ = 0;
   lse_sent_ = 0;
+  watch_.SetPhase(StreamWatchdog::Phase::kSend);
   StartWrite(&response_);
 }
 
 void AttendStreamReactor::OnWriteDone(bool ok) {
   if (!ok) {
-    Fail(absl::CancelledError("the client went away while the output was being sent"),
-         FailureKind::kCancelled);
+    absl::Status expired;
+    {
+      absl::MutexLock lock(&mu_);
+      expired = send_expired_;
+    }
+    if (!expired.ok()) {
+      Fail(expired, FailureKind::kUploadTimeout);
+    } else {
+      FailEnded(absl::CancelledError("the call ended while the output was being sent"));
+    }
     return;
   }
+  watch_.Touch();
   WriteNextChunk();
 }
 
@@ -230,10 +326,12 @@ void AttendStreamReactor::WriteNextChunk() {
   }
   RecordOutcome(*runtime_, {kRpc, request_id_, &*spec_, absl::OkStatus(), FailureKind::kOther,
                             times_, device_});
+  watch_.SetPhase(StreamWatchdog::Phase::kDone);
   StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
 }
 
 void AttendStreamReactor::Fail(const absl::Status& status, FailureKind kind) {
+  watch_.SetPhase(StreamWatchdog::Phase::kDone);
   if (request_id_.empty()) request_id_ = runtime_->NextRequestId();
   PhaseTimes times = times_;
   times.total_ns = ToNanos(absl::Now() - arrival_);

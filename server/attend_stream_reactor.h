@@ -12,6 +12,12 @@
 //
 // Reactions only copy bytes and start the next read or write; they never
 // block. The reactor deletes itself when gRPC calls OnDone.
+//
+// The call's buffers are held only for a bounded time: the StreamWatchdog
+// ends an upload that stalls (--stream_idle_timeout_s) or takes too long
+// (--stream_upload_timeout_s), one that is idle when the server drains, and
+// a call whose client stops taking output chunks. The header's reservation
+// also counts in the server-wide --max_admitted_bytes.
 #ifndef ATTN_SERVER_ATTEND_STREAM_REACTOR_H_
 #define ATTN_SERVER_ATTEND_STREAM_REACTOR_H_
 
@@ -20,11 +26,14 @@
 #include <optional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "attnserve/v1/attention.grpc.pb.h"
 #include "call_gate.h"
 #include "job.h"
+#include "limits/stream_watchdog.h"
 #include "runtime.h"
 #include "stats.h"
 
@@ -32,20 +41,24 @@ namespace attn::server {
 
 class AttendStreamReactor final
     : public grpc::ServerBidiReactor<attnserve::v1::AttendStreamRequest,
-                                     attnserve::v1::AttendStreamResponse> {
+                                     attnserve::v1::AttendStreamResponse>,
+      private StreamWatchdog::Target {
  public:
   // Starts reading the call's first message. `gate` has admitted this call;
   // the reactor leaves it when done.
   AttendStreamReactor(Runtime* runtime, CallGate* gate, grpc::CallbackServerContext* context);
   ~AttendStreamReactor() override;
 
-  void OnReadDone(bool ok) override;
+  void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
   void OnWriteDone(bool ok) override;
   void OnCancel() override { cancelled_.store(true, std::memory_order_release); }
   void OnDone() override { delete this; }
 
  private:
-  absl::Status OnHeader(const attnserve::v1::AttendRequest& header);
+  // Checks the header and reserves the call's bytes; *kind says how a
+  // refusal counts.
+  absl::Status OnHeader(const attnserve::v1::AttendRequest& header, FailureKind* kind)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status OnChunk(const attnserve::v1::TensorChunk& chunk);
   // All input read (the client half-closed): check completeness, submit.
   void OnInputComplete();
@@ -53,6 +66,12 @@ class AttendStreamReactor final
   void WriteNextChunk();
   void Fail(const absl::Status& status, FailureKind kind);
   void ReleaseInputs();
+  // CANCELLED/DEADLINE_EXCEEDED with who ended the call.
+  void FailEnded(const absl::Status& status);
+  // StreamWatchdog::Target: a timeout passed (see the file comment).
+  void Expire(StreamWatchdog::Reason reason, absl::Duration limit) override ABSL_LOCKS_EXCLUDED(mu_);
+  // "q 10 of 1024 bytes, k ..." for the messages of ended uploads.
+  std::string ReceivedText() const;
 
   Runtime* const runtime_;
   CallGate* const gate_;
@@ -69,11 +88,19 @@ class AttendStreamReactor final
   std::string lse_;              // with return_lse
   int64_t input_reserved_ = 0;   // stream budget held for inputs_
   int64_t output_reserved_ = 0;  // and for out_ and lse_
+  int64_t admitted_reserved_ = 0;  // --max_admitted_bytes held by this call
   int64_t out_sent_ = 0;
   int64_t lse_sent_ = 0;
   PhaseTimes times_;
   std::string device_;
   std::atomic<bool> cancelled_{false};
+
+  // Reading (the reactions) against the watchdog ending the upload.
+  absl::Mutex mu_;
+  bool upload_ended_ ABSL_GUARDED_BY(mu_) = false;  // Finish was called during the upload
+  // Why the watchdog cancelled the call while it sent the output.
+  absl::Status send_expired_ ABSL_GUARDED_BY(mu_);
+  StreamWatchdog::Watch watch_{this};
 };
 
 }  // namespace attn::server

@@ -4,7 +4,11 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "grpcpp/support/proto_buffer_writer.h"
 #include "attend_stream_reactor.h"
 #include "request_log.h"
 #include "status_util.h"
@@ -25,20 +29,40 @@ grpc::Status Draining() {
                       "attn_server is shutting down; retry on another server");
 }
 
-// One Attend call: decode, submit, and (on a worker) fill the response.
+// One Attend call: parse, decode, submit, and (on a worker) fill the
+// response. The method is registered raw (request and response as bytes) so
+// that a body that is not an AttendRequest gets INVALID_ARGUMENT saying so;
+// gRPC's generated handler answers such bodies UNIMPLEMENTED with no message.
 class AttendReactor final : public grpc::ServerUnaryReactor {
  public:
   // `gate` has admitted this call; the reactor leaves it when done.
   AttendReactor(Runtime* runtime, CallGate* gate, grpc::CallbackServerContext* context,
-                const pb::AttendRequest* request, pb::AttendResponse* response)
+                const grpc::ByteBuffer* request_bytes, grpc::ByteBuffer* response_bytes)
       : runtime_(runtime),
         gate_(gate),
         context_(context),
-        request_(request),
-        response_(response),
+        request_bytes_(request_bytes),
+        response_bytes_(response_bytes),
+        request_(&request_message_),
+        response_(&response_message_),
         arrival_(absl::Now()) {}
 
   void Start() {
+    const size_t body_bytes = request_bytes_->Length();
+    // Parsing consumes the request's bytes (as gRPC's generated handler
+    // does), so they are not held twice while the call waits and runs.
+    grpc::ByteBuffer* consumed = const_cast<grpc::ByteBuffer*>(request_bytes_);
+    if (!grpc::SerializationTraits<pb::AttendRequest>::Deserialize(consumed, &request_message_)
+             .ok()) {
+      request_id_ = runtime_->NextRequestId();
+      Fail(absl::InvalidArgumentError(absl::StrFormat(
+               "the request body (%d bytes) is not a valid attnserve.v1.AttendRequest: protobuf "
+               "parsing failed (malformed or truncated field, wrong wire type, or a string "
+               "field that is not UTF-8)",
+               body_bytes)),
+           FailureKind::kOther, nullptr);
+      return;
+    }
     const std::string& id = request_->request_id();
     absl::StatusOr<RequestSpec> spec =
         DecodeAttendRequest(*request_, runtime_->limits(), runtime_->catalog());
@@ -49,6 +73,19 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
       return;
     }
     spec->request_id = request_id_;
+    // Inputs and outputs count against the server-wide admitted bytes until
+    // the response has been sent.
+    const int64_t call_bytes = spec->InputBytes() + spec->OutputBytes();
+    ByteBudget& admitted = runtime_->admitted_budget();
+    if (!admitted.TryReserve(call_bytes)) {
+      Fail(absl::ResourceExhaustedError(absl::StrFormat(
+               "Attend needs %d bytes (q, k, v and the outputs of problem %s); %d of %d are held "
+               "by admitted calls (--max_admitted_bytes); retry later",
+               call_bytes, spec->problem.ToString(), admitted.used(), admitted.limit())),
+           FailureKind::kOverBudget, &*spec);
+      return;
+    }
+    admitted_reserved_ = call_bytes;
 
     auto job = std::make_unique<Job>();
     job->spec = *std::move(spec);
@@ -66,29 +103,50 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
     job->times.decode_ns = ToNanos(absl::Now() - arrival_);
     // From here on `this` may finish on a worker at any moment.
     absl::Status submitted = runtime_->scheduler().Submit(job);
-    if (!submitted.ok()) Fail(submitted, ClassifySchedulerStatus(submitted), &job->spec);
+    if (!submitted.ok()) FailEnded(submitted, &job->spec);
   }
 
-  ~AttendReactor() override { gate_->Leave(); }
+  ~AttendReactor() override {
+    runtime_->admitted_budget().Release(admitted_reserved_);
+    gate_->Leave();
+  }
   void OnCancel() override { cancelled_.store(true, std::memory_order_release); }
   void OnDone() override { delete this; }
 
  private:
   void OnJobDone(std::unique_ptr<Job> job, absl::Status status) {
     if (status.ok() && cancelled_.load(std::memory_order_acquire)) {
-      status = absl::CancelledError(
-          "the call was cancelled while its kernel ran (client gone, or the server's drain "
-          "timeout passed)");
+      status = absl::CancelledError("the call was cancelled while its kernel ran");
     }
     if (!status.ok()) {
-      Fail(status, ClassifySchedulerStatus(status), &job->spec);
+      FailEnded(status, &job->spec);
       return;
     }
     job->times.total_ns = ToNanos(absl::Now() - arrival_);
     EncodeResponseHeader(job->spec, job->times, runtime_->backend_name(), job->device, response_);
+    // Serialized once, into the call's response bytes; the message's own
+    // copy goes at once.
+    bool own_buffer = false;
+    const grpc::Status serialized = grpc::SerializationTraits<pb::AttendResponse>::Serialize(
+        response_message_, response_bytes_, &own_buffer);
+    pb::AttendResponse().Swap(&response_message_);
+    if (!serialized.ok()) {
+      Fail(absl::InternalError("cannot serialize the AttendResponse: " +
+                               serialized.error_message()),
+           FailureKind::kOther, &job->spec);
+      return;
+    }
     RecordOutcome(*runtime_, {"Attend", request_id_, &job->spec, absl::OkStatus(),
                               FailureKind::kOther, job->times, job->device});
     Finish(grpc::Status::OK);
+  }
+
+  // CANCELLED/DEADLINE_EXCEEDED with who ended the call.
+  void FailEnded(const absl::Status& status, const RequestSpec* spec) {
+    FailureKind kind = FailureKind::kOther;
+    const absl::Status ended =
+        AttributeEnd(*runtime_, status, absl::FromChrono(context_->deadline()), &kind);
+    Fail(ended, kind, spec);
   }
 
   void Fail(const absl::Status& status, FailureKind kind, const RequestSpec* spec) {
@@ -101,10 +159,15 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
   Runtime* const runtime_;
   CallGate* const gate_;
   grpc::CallbackServerContext* const context_;
+  const grpc::ByteBuffer* const request_bytes_;
+  grpc::ByteBuffer* const response_bytes_;
+  pb::AttendRequest request_message_;
+  pb::AttendResponse response_message_;
   const pb::AttendRequest* const request_;
   pb::AttendResponse* const response_;
   const absl::Time arrival_;
   std::string request_id_;
+  int64_t admitted_reserved_ = 0;
   std::atomic<bool> cancelled_{false};
 };
 
@@ -119,8 +182,8 @@ class RefusedStreamReactor final
 }  // namespace
 
 grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* context,
-                                                   const pb::AttendRequest* request,
-                                                   pb::AttendResponse* response) {
+                                                   const grpc::ByteBuffer* request,
+                                                   grpc::ByteBuffer* response) {
   Runtime* rt = runtime();
   if (rt == nullptr || !calls_.Enter()) {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();

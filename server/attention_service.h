@@ -20,7 +20,11 @@
 
 namespace attn::server {
 
-class AttentionService final : public attnserve::v1::Attention::CallbackService {
+// Attend is registered raw (bytes in and out) so the service parses the
+// request itself and answers a body that does not parse INVALID_ARGUMENT.
+class AttentionService final
+    : public attnserve::v1::Attention::WithRawCallbackMethod_Attend<
+          attnserve::v1::Attention::CallbackService> {
  public:
   // `runtime` must outlive every call; the server attaches it once, after
   // start-up, and destroys it only after gRPC has shut down.
@@ -30,8 +34,8 @@ class AttentionService final : public attnserve::v1::Attention::CallbackService 
   CallGate& calls() { return calls_; }
 
   grpc::ServerUnaryReactor* Attend(grpc::CallbackServerContext* context,
-                                   const attnserve::v1::AttendRequest* request,
-                                   attnserve::v1::AttendResponse* response) override;
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerBidiReactor<attnserve::v1::AttendStreamRequest, attnserve::v1::AttendStreamResponse>*
   AttendStream(grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* ListKernels(grpc::CallbackServerContext* context,

@@ -36,8 +36,16 @@ absl::Status CpuExecutor::Run(Job& job) {
   if (absl::Status valid = ValidateArgs(args, spec.kernel_info()); !valid.ok()) return valid;
 
   const absl::Time start = absl::Now();
-  AttentionCpu(args, threads_);  // the CPU kernel, with this executor's thread count
+  // The CPU kernel, with this executor's thread count. It reads the call's
+  // cancellation flag (client cancel, deadline, the server's drain timeout:
+  // gRPC cancels the call for each) between tasks and stops early.
+  const bool finished = AttentionCpu(args, threads_, job.cancelled);
   job.times.kernel_ns = ToNanos(absl::Now() - start);
+  if (!finished) {
+    return absl::CancelledError(absl::StrCat("stopped between tiles after ",
+                                             absl::FormatDuration(absl::Now() - start),
+                                             ": the call was cancelled"));
+  }
   job.device = name_;
   return absl::OkStatus();
 }

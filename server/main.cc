@@ -54,6 +54,24 @@ ABSL_FLAG(int64_t, max_stream_buffer_bytes, 0,
           "Bytes that AttendStream calls may hold at once (q, k, v as their chunks arrive, "
           "and the output), all calls together; beyond it RESOURCE_EXHAUSTED. 0 = room for "
           "four calls of the largest size.");
+ABSL_FLAG(int64_t, max_admitted_bytes, 0,
+          "Bytes that all admitted calls, Attend and AttendStream together, may hold at once "
+          "(inputs and outputs of each, until its response is sent); beyond it "
+          "RESOURCE_EXHAUSTED. 0 = room for eight calls of the largest size.");
+ABSL_FLAG(double, stream_idle_timeout_s, 30.0,
+          "AttendStream: seconds to wait for the client's next message while it uploads, or "
+          "for it to take the next output chunk; then the call ends (DEADLINE_EXCEEDED) and "
+          "its buffers are released.");
+ABSL_FLAG(double, stream_upload_timeout_s, 300.0,
+          "AttendStream: seconds from the call's start by which its input must be complete; "
+          "then the call ends (DEADLINE_EXCEEDED) and its buffers are released.");
+ABSL_FLAG(double, drain_upload_idle_s, 1.0,
+          "On SIGTERM/SIGINT, once new calls are refused: an AttendStream upload that has "
+          "received nothing for this many seconds ends at once (UNAVAILABLE); 0 ends every "
+          "upload still in progress.");
+ABSL_FLAG(int, max_concurrent_streams, 100,
+          "Calls at once on one client connection (HTTP/2 MAX_CONCURRENT_STREAMS); more wait "
+          "in the client.");
 ABSL_FLAG(int, cpu_threads, 0,
           "CPU backend: threads per request; 0 = the host's hardware concurrency.");
 ABSL_FLAG(int, cpu_workers, 1, "CPU backend: requests run at the same time.");
@@ -106,6 +124,11 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   options->limits.max_tokens_per_request = absl::GetFlag(FLAGS_max_tokens_per_request);
   options->limits.queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
   options->limits.max_stream_buffer_bytes = absl::GetFlag(FLAGS_max_stream_buffer_bytes);
+  options->limits.max_admitted_bytes = absl::GetFlag(FLAGS_max_admitted_bytes);
+  options->stream_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_stream_idle_timeout_s));
+  options->stream_upload_timeout = absl::Seconds(absl::GetFlag(FLAGS_stream_upload_timeout_s));
+  options->drain_upload_idle = absl::Seconds(absl::GetFlag(FLAGS_drain_upload_idle_s));
+  options->max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   options->stream_chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
   options->drain_delay = absl::Seconds(absl::GetFlag(FLAGS_drain_delay_s));
   options->drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
@@ -121,6 +144,8 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
       {"--max_tokens_per_request", options->limits.max_tokens_per_request, 1, int64_t{1} << 36},
       {"--queue_capacity", options->limits.queue_capacity, 0, 1 << 20},
       {"--max_stream_buffer_bytes", options->limits.max_stream_buffer_bytes, 0, int64_t{1} << 44},
+      {"--max_admitted_bytes", options->limits.max_admitted_bytes, 0, int64_t{1} << 44},
+      {"--max_concurrent_streams", options->max_concurrent_streams, 1, 1 << 20},
       {"--streams_per_device", options->streams_per_device, 1, 16},
       {"--cpu_threads", options->cpu_threads, 0, 1024},
       {"--cpu_workers", options->cpu_workers, 1, 1024},
@@ -132,6 +157,13 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
                std::to_string(r.min) + " and " + std::to_string(r.max);
       return false;
     }
+  }
+  if (options->stream_idle_timeout <= absl::ZeroDuration() ||
+      options->stream_upload_timeout <= absl::ZeroDuration() ||
+      options->drain_upload_idle < absl::ZeroDuration()) {
+    *error = "--stream_idle_timeout_s and --stream_upload_timeout_s must be > 0, "
+             "--drain_upload_idle_s >= 0";
+    return false;
   }
   if (options->drain_delay < absl::ZeroDuration() ||
       options->drain_timeout < absl::ZeroDuration() ||

@@ -5,6 +5,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "log.h"
 #include "tensor_codec.h"
 
@@ -26,6 +27,27 @@ FailureKind ClassifySchedulerStatus(const absl::Status& status) {
     default:
       return FailureKind::kOther;
   }
+}
+
+absl::Status AttributeEnd(const Runtime& runtime, const absl::Status& status,
+                          absl::Time deadline, FailureKind* kind) {
+  const absl::StatusCode code = status.code();
+  if (code != absl::StatusCode::kCancelled && code != absl::StatusCode::kDeadlineExceeded) {
+    *kind = ClassifySchedulerStatus(status);
+    return status;
+  }
+  absl::string_view who;
+  if (runtime.cancelling_calls()) {
+    *kind = FailureKind::kDrain;
+    who = "by the server: its drain timeout (--drain_timeout_s) passed";
+  } else if (code == absl::StatusCode::kDeadlineExceeded || absl::Now() >= deadline) {
+    *kind = FailureKind::kDeadline;
+    who = "by the client's deadline";
+  } else {
+    *kind = FailureKind::kCancelled;
+    who = "by the client";
+  }
+  return absl::Status(code, absl::StrCat(status.message(), " (ended ", who, ")"));
 }
 
 void RecordOutcome(Runtime& runtime, const RequestOutcome& o) {
@@ -64,7 +86,8 @@ void RecordOutcome(Runtime& runtime, const RequestOutcome& o) {
       absl::StrAppendFormat(&line, " tflops=%.3f", KernelTflops(*o.spec, t.kernel_ns));
     }
   } else {
-    absl::StrAppend(&line, " message=\"", absl::CEscape(o.status.message()), "\"");
+    absl::StrAppend(&line, " ended_by=", EndedBy(o.failure, code), " message=\"",
+                    absl::CEscape(o.status.message()), "\"");
   }
   Log(level, line);
 }

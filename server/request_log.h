@@ -10,7 +10,8 @@
 // (one line in the log; shape is batch x seq_len x num_heads x head_dim).
 // Beyond non-causal self-attention, problem="[B=2, Sq=..., causal, lse]"
 // follows the shape. Failures carry code and message instead of
-// timings. Logged at options.request_log_level, or at error for
+// timings, and ended_by= saying who ended the call (see EndedBy in
+// stats.h). Logged at options.request_log_level, or at error for
 // INTERNAL/UNKNOWN/DATA_LOSS.
 #ifndef ATTN_SERVER_REQUEST_LOG_H_
 #define ATTN_SERVER_REQUEST_LOG_H_
@@ -25,6 +26,15 @@ namespace attn::server {
 
 // How a status from the scheduler (Submit or a job's completion) counts.
 FailureKind ClassifySchedulerStatus(const absl::Status& status);
+
+// Who ended a call that is CANCELLED or DEADLINE_EXCEEDED (the scheduler
+// dropped it, the CPU kernel stopped, gRPC cancelled it): the server's drain
+// timeout when the server is cancelling its calls, the client's deadline
+// when it has passed, else the client. Other statuses are classified as
+// ClassifySchedulerStatus does. Returns the status with who ended the call
+// appended to its message, and sets *kind.
+absl::Status AttributeEnd(const Runtime& runtime, const absl::Status& status,
+                          absl::Time deadline, FailureKind* kind);
 
 struct RequestOutcome {
   absl::string_view rpc;  // "Attend" or "AttendStream"

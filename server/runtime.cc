@@ -40,6 +40,10 @@ Runtime::Runtime(const ServerOptions& options, KernelCatalog catalog)
     : options_(options),
       catalog_(std::move(catalog)),
       stream_budget_(options.limits.StreamBufferBudget()),
+      admitted_budget_(options.limits.AdmittedBudget()),
+      stream_watchdog_(StreamWatchdog::Timeouts{options.stream_idle_timeout,
+                                                options.stream_upload_timeout,
+                                                options.drain_upload_idle}),
       id_prefix_(RandomPrefix()) {}
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const ServerOptions& options,
@@ -67,11 +71,15 @@ std::string Runtime::Describe() const {
   }
   return absl::StrFormat(
       "backend=%s (%s) devices=[%s] workers=[%s] default_kernel=%s max_tokens_per_request=%d "
-      "(%s per tensor) max_message_bytes=%d queue_capacity=%d max_stream_buffer_bytes=%d",
+      "(%s per tensor) max_message_bytes=%d queue_capacity=%d max_stream_buffer_bytes=%d "
+      "max_admitted_bytes=%d stream_idle_timeout=%s stream_upload_timeout=%s "
+      "max_concurrent_streams=%d",
       backend_name(), choice_reason_, absl::StrJoin(devices, ", "), absl::StrJoin(workers, ", "),
       catalog_.default_kernel().info().name, options_.limits.max_tokens_per_request,
       HumanBytes(options_.limits.MaxTensorBytes()), options_.limits.max_message_bytes,
-      options_.limits.queue_capacity, stream_budget_.limit());
+      options_.limits.queue_capacity, stream_budget_.limit(), admitted_budget_.limit(),
+      absl::FormatDuration(options_.stream_idle_timeout),
+      absl::FormatDuration(options_.stream_upload_timeout), options_.max_concurrent_streams);
 }
 
 void Runtime::FillServerInfo(pb::ServerInfo* info) const {
@@ -94,6 +102,10 @@ void Runtime::FillServerInfo(pb::ServerInfo* info) const {
   limits->set_workers(scheduler_->workers());
   limits->set_max_stream_buffer_bytes(stream_budget_.limit());
   limits->set_stream_chunk_bytes(options_.stream_chunk_bytes);
+  limits->set_max_admitted_bytes(admitted_budget_.limit());
+  limits->set_stream_idle_timeout_s(absl::ToDoubleSeconds(options_.stream_idle_timeout));
+  limits->set_stream_upload_timeout_s(absl::ToDoubleSeconds(options_.stream_upload_timeout));
+  limits->set_max_concurrent_streams(options_.max_concurrent_streams);
   info->set_default_kernel(catalog_.default_kernel().info().name);
   info->add_dtypes(pb::DTYPE_FLOAT16);
   info->add_dtypes(pb::DTYPE_BFLOAT16);
@@ -144,6 +156,8 @@ void Runtime::FillKernels(pb::ListKernelsResponse* response) const {
 void Runtime::FillStats(pb::ServerStats* stats) const {
   const Scheduler::Load load = scheduler_->load();
   stats_.Fill(load.queued + load.running, load.queued, stats);
+  stats->set_stream_buffer_bytes(stream_budget_.used());
+  stats->set_admitted_bytes(admitted_budget_.used());
 }
 
 }  // namespace attn::server

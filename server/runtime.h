@@ -17,6 +17,7 @@
 #include "attnserve/v1/attention.pb.h"
 #include "byte_budget.h"
 #include "kernel_catalog.h"
+#include "limits/stream_watchdog.h"
 #include "scheduler.h"
 #include "server_options.h"
 #include "stats.h"
@@ -36,6 +37,14 @@ class Runtime {
   Scheduler& scheduler() { return *scheduler_; }
   Stats& stats() { return stats_; }
   ByteBudget& stream_budget() { return stream_budget_; }
+  // Bytes of every admitted call, unary and streamed (--max_admitted_bytes).
+  ByteBudget& admitted_budget() { return admitted_budget_; }
+  StreamWatchdog& stream_watchdog() { return stream_watchdog_; }
+
+  // The server is cancelling the calls still in flight (its drain timeout
+  // passed): a call cancelled from now on was ended by the server.
+  void BeginCancellingCalls() { cancelling_calls_.store(true, std::memory_order_release); }
+  bool cancelling_calls() const { return cancelling_calls_.load(std::memory_order_acquire); }
 
   // A server-made request id for requests that bring none: "<prefix>-<n>",
   // the prefix random per process.
@@ -61,6 +70,9 @@ class Runtime {
   std::unique_ptr<Scheduler> scheduler_;
   Stats stats_;
   ByteBudget stream_budget_;
+  ByteBudget admitted_budget_;
+  StreamWatchdog stream_watchdog_;
+  std::atomic<bool> cancelling_calls_{false};
   std::string id_prefix_;
   std::atomic<uint64_t> next_id_{1};
 };

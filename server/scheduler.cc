@@ -51,8 +51,8 @@ absl::Status Scheduler::Admissible(const Job& job, absl::Time now, absl::Duratio
         "deadline passed after %s in the queue; not run", absl::FormatDuration(waited)));
   }
   if (job.Cancelled()) {
-    return absl::CancelledError(absl::StrFormat(
-        "cancelled by the client after %s in the queue; not run", absl::FormatDuration(waited)));
+    return absl::CancelledError(absl::StrFormat("cancelled after %s in the queue; not run",
+                                                absl::FormatDuration(waited)));
   }
   return absl::OkStatus();
 }
@@ -81,7 +81,7 @@ absl::Status Scheduler::Submit(std::unique_ptr<Job>& job) {
   if (now >= job->deadline) {
     return absl::DeadlineExceededError("deadline passed before the request could queue");
   }
-  if (job->Cancelled()) return absl::CancelledError("cancelled by the client before it queued");
+  if (job->Cancelled()) return absl::CancelledError("cancelled before it queued");
   std::vector<std::pair<Entry, absl::Status>> dropped;
   absl::Status admitted = absl::OkStatus();
   {

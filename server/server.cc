@@ -17,6 +17,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "limits/fd_limit.h"
 #include "log.h"
 #include "runtime.h"
 #include "status_util.h"
@@ -81,6 +82,14 @@ absl::StatusOr<std::unique_ptr<AttentionServer>> AttentionServer::Create(
     const ServerOptions& options) {
   std::unique_ptr<AttentionServer> server(new AttentionServer(options));
 
+  // Every connection takes a descriptor: use all the hard limit allows.
+  const FdLimit fds = RaiseFdLimit();
+  if (!fds.error.empty()) {
+    LOGF(kWarning, "open-file limit stays at %d: %s", fds.soft, fds.error);
+  } else if (fds.soft != fds.before) {
+    LOGF(kInfo, "open-file limit raised from %d to %d (the hard limit)", fds.before, fds.soft);
+  }
+
   grpc::EnableDefaultHealthCheckService(true);
   if (options.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
@@ -92,6 +101,8 @@ absl::StatusOr<std::unique_ptr<AttentionServer>> AttentionServer::Create(
   const int max_message = static_cast<int>(options.limits.max_message_bytes);
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
+  // Calls at once on one connection (idle streams each hold server state).
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
   if (options.max_connection_age > absl::ZeroDuration()) {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
                                ClampToIntMillis(options.max_connection_age));
@@ -151,6 +162,8 @@ void AttentionServer::Shutdown() {
   // idle client connections to close, so the server drains its own calls
   // first and then shuts gRPC down at once (cancelling whatever is left).
   service_->calls().Close();
+  // Uploads that are idle now end at once; active ones keep their time.
+  if (runtime_ != nullptr) runtime_->stream_watchdog().Drain();
   LOGF(kInfo, "draining: refusing new calls; %d in flight, given %s (--drain_timeout_s)",
        service_->calls().active(), absl::FormatDuration(options_.drain_timeout));
   if (service_->calls().WaitIdle(options_.drain_timeout)) {
@@ -161,6 +174,8 @@ void AttentionServer::Shutdown() {
          "kernels finish first)",
          service_->calls().active());
   }
+  // What gRPC cancels now was ended by the server, not by its client.
+  if (runtime_ != nullptr) runtime_->BeginCancellingCalls();
   grpc_server_->Shutdown(absl::ToChronoTime(absl::Now()));
   // No call is left to submit work; let the workers finish and join them.
   if (runtime_ != nullptr) runtime_->Stop();

@@ -48,6 +48,10 @@ struct Limits {
   // Bytes that AttendStream calls may hold (q, k, v as they arrive, and the
   // output), over all such calls together. 0: four calls of the largest size.
   int64_t max_stream_buffer_bytes = 0;
+  // Bytes that all admitted calls, unary and streamed, may hold at once (the
+  // inputs and outputs of each, from admission until the response is sent);
+  // beyond it RESOURCE_EXHAUSTED. 0: eight calls of the largest size.
+  int64_t max_admitted_bytes = 0;
 
   // Bytes of one tensor of the largest allowed size, in the widest dtype.
   int64_t MaxTensorBytes() const {
@@ -57,6 +61,9 @@ struct Limits {
   int64_t StreamBufferBudget() const {
     // Default: four calls of the largest size, each holding q, k, v and out.
     return max_stream_buffer_bytes > 0 ? max_stream_buffer_bytes : 4 * 4 * MaxTensorBytes();
+  }
+  int64_t AdmittedBudget() const {
+    return max_admitted_bytes > 0 ? max_admitted_bytes : 8 * 4 * MaxTensorBytes();
   }
 };
 
@@ -83,6 +90,19 @@ struct ServerOptions {
   // Output bytes per AttendStream response chunk (below the 4 MiB default
   // receive limit of gRPC clients).
   int64_t stream_chunk_bytes = int64_t{1} << 20;
+
+  // AttendStream: longest wait for the client's next message while it
+  // uploads, or for it to take the next output chunk; then the call ends
+  // (DEADLINE_EXCEEDED) and its buffers are released.
+  absl::Duration stream_idle_timeout = absl::Seconds(30);
+  // AttendStream: longest time from the call's start to its last input chunk.
+  absl::Duration stream_upload_timeout = absl::Seconds(300);
+  // While draining, an upload that has received nothing for this long ends
+  // at once (UNAVAILABLE); 0 ends every upload still in progress.
+  absl::Duration drain_upload_idle = absl::Seconds(1);
+  // HTTP/2 MAX_CONCURRENT_STREAMS: calls at once on one client connection;
+  // more wait in the client until one ends.
+  int max_concurrent_streams = 100;
 
   // After SIGTERM/SIGINT: keep serving this long with health NOT_SERVING so
   // load balancers stop routing, then refuse new calls...

@@ -40,8 +40,48 @@ void Stats::RecordFailure(FailureKind kind) {
     case FailureKind::kCancelled:
       Add(cancelled_, 1);
       break;
+    case FailureKind::kDrain:
+      Add(drain_, 1);
+      break;
+    case FailureKind::kUploadTimeout:
+      Add(upload_timeouts_, 1);
+      break;
+    case FailureKind::kOverBudget:
+      Add(over_budget_, 1);
+      break;
     case FailureKind::kOther:
       break;
+  }
+}
+
+absl::string_view EndedBy(FailureKind kind, absl::StatusCode code) {
+  switch (kind) {
+    case FailureKind::kQueueFull:
+      return "queue_full";
+    case FailureKind::kDeadline:
+      return "client_deadline";
+    case FailureKind::kCancelled:
+      return "client_cancel";
+    case FailureKind::kDrain:
+      return "server_drain";
+    case FailureKind::kUploadTimeout:
+      return "upload_timeout";
+    case FailureKind::kOverBudget:
+      return "over_budget";
+    case FailureKind::kOther:
+      break;
+  }
+  switch (code) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+      return "request";
+    default:
+      return "server";
   }
 }
 
@@ -52,6 +92,9 @@ void Stats::Fill(int64_t in_flight, int64_t queued, attnserve::v1::ServerStats* 
   proto->set_rejected_queue_full(Get(queue_full_));
   proto->set_rejected_deadline(Get(deadline_));
   proto->set_rejected_cancelled(Get(cancelled_));
+  proto->set_cancelled_by_drain(Get(drain_));
+  proto->set_upload_timeouts(Get(upload_timeouts_));
+  proto->set_rejected_over_budget(Get(over_budget_));
   proto->set_in_flight(in_flight);
   proto->set_queued(queued);
   proto->set_bytes_in(Get(bytes_in_));

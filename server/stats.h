@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "job.h"
 
@@ -25,7 +26,15 @@ enum class FailureKind {
   kQueueFull,  // refused by admission control
   kDeadline,   // deadline passed before it ran
   kCancelled,  // the client cancelled before it ran
+  kDrain,      // the server ended it while draining (drain timeout, idle upload)
+  kUploadTimeout,  // AttendStream idle or upload timeout
+  kOverBudget,     // --max_admitted_bytes or --max_stream_buffer_bytes
 };
+
+// Who ended a failed call, for the request log: "client_cancel",
+// "client_deadline", "server_drain", "queue_full", "upload_timeout",
+// "over_budget", "request" (refused as invalid or over a limit) or "server".
+absl::string_view EndedBy(FailureKind kind, absl::StatusCode code);
 
 class Stats {
  public:
@@ -39,7 +48,8 @@ class Stats {
 
  private:
   const absl::Time start_;
-  std::atomic<int64_t> ok_{0}, failed_{0}, queue_full_{0}, deadline_{0}, cancelled_{0};
+  std::atomic<int64_t> ok_{0}, failed_{0}, queue_full_{0}, deadline_{0}, cancelled_{0}, drain_{0},
+      upload_timeouts_{0}, over_budget_{0};
   std::atomic<int64_t> bytes_in_{0}, bytes_out_{0};
   std::atomic<int64_t> receive_ns_{0}, decode_ns_{0}, queue_ns_{0}, h2d_ns_{0}, kernel_ns_{0},
       d2h_ns_{0}, total_ns_{0};

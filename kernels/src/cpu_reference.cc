@@ -233,7 +233,7 @@ std::vector<double> NaiveF64(const AttentionProblem& p, double scale, const floa
 
 }  // namespace
 
-void AttentionCpu(const AttentionArgs& args, int num_threads) {
+bool AttentionCpu(const AttentionArgs& args, int num_threads, const std::atomic<bool>* cancel) {
   const AttentionProblem& p = args.problem;
   const float scale = p.ResolvedScale();
   // Varlen: seqlen_q is the longest sequence; shorter ones skip their extra tasks.
@@ -243,9 +243,14 @@ void AttentionCpu(const AttentionArgs& args, int num_threads) {
   num_threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(num_threads, tasks)));
 
   std::atomic<int64_t> next{0};
+  std::atomic<bool> stopped{false};
   auto worker = [&]() {
     Scratch scratch;
     for (int64_t t = next++; t < tasks; t = next++) {
+      if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
+        stopped.store(true, std::memory_order_relaxed);
+        return;
+      }
       const int64_t row_task = t % row_tasks;
       const int64_t h = (t / row_tasks) % p.heads_q;
       const int64_t b = t / (row_tasks * p.heads_q);
@@ -256,6 +261,7 @@ void AttentionCpu(const AttentionArgs& args, int num_threads) {
   for (int i = 1; i < num_threads; ++i) threads.emplace_back(worker);
   worker();
   for (std::thread& t : threads) t.join();
+  return !stopped.load(std::memory_order_relaxed);
 }
 
 std::vector<double> AttentionNaiveF64(const AttentionProblem& problem, const float* q,

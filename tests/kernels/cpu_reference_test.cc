@@ -5,6 +5,7 @@
 // Outputs and LSE are poisoned with NaN first, so an unwritten element fails.
 #include "attn/cpu_reference.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -298,6 +299,24 @@ TEST(CpuReferenceMaskTest, RowsWithoutKeysAreZeroWithMinusInfLse) {
       }
     }
   }
+}
+
+// The cancellation hook: read before every task, so a flag already set stops
+// the call before any row is written; an unset flag changes nothing.
+TEST(CpuReferenceCancelTest, StopsBetweenTasksWhenCancelled) {
+  const AttentionProblem p = Dense(2, 200, 200, 2, 2, 64);  // 16 tasks
+  const ProblemInputs in = MakeProblemInputs(p, DType::kBFloat16, FreshSeed());
+  std::vector<float> lse(p.LseElements(), kLsePoison);
+  std::vector<uint16_t> out(p.QElements(), kPoisonBits);
+  const AttentionArgs args = AttentionArgs::Contiguous(p, in.dtype, in.q.data(), in.k.data(),
+                                                       in.v.data(), out.data(), lse.data());
+  ASSERT_TRUE(ValidateArgs(args, *FindKernel(kCpuKernelName)).ok());
+  std::atomic<bool> cancel{true};
+  EXPECT_FALSE(AttentionCpu(args, 2, &cancel));
+  for (uint16_t bits : out) ASSERT_EQ(bits, kPoisonBits) << "a cancelled call wrote a row";
+  cancel = false;
+  EXPECT_TRUE(AttentionCpu(args, 2, &cancel));
+  EXPECT_EQ(CountNonFinite(out, in.dtype), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDTypes, CpuReferenceTest,

@@ -86,8 +86,11 @@ struct BusyServer {
 // large for the budget is refused either way, and its message says how much
 // of the budget other calls hold.
 void StartBusyServer(const std::vector<std::string>& extra_flags, BusyServer* busy) {
+  // The held call is an idle upload: keep it through the drain (the drain's
+  // ending of idle uploads has its own tests).
   std::vector<std::string> flags = {"--backend=cpu", "--cpu_workers=1", "--cpu_threads=1",
-                                    absl::StrCat("--max_stream_buffer_bytes=", kStreamBudget)};
+                                    absl::StrCat("--max_stream_buffer_bytes=", kStreamBudget),
+                                    "--drain_upload_idle_s=600"};
   flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
   auto server = ServerProcess::Start(flags);
   ASSERT_TRUE(server.ok()) << server.status();

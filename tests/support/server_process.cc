@@ -105,6 +105,15 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(Options opti
   sigset_t empty_mask;
   sigemptyset(&empty_mask);
   const pid_t parent = getpid();
+  int log_fd = -1;
+  if (!process->options_.log_path.empty()) {
+    log_fd = open(process->options_.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                  0644);
+    if (log_fd < 0) {
+      return absl::InternalError(
+          absl::StrCat("open(", process->options_.log_path, "): ", std::strerror(errno)));
+    }
+  }
 
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
@@ -115,10 +124,12 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(Options opti
     sigprocmask(SIG_SETMASK, &empty_mask, nullptr);
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
+    if (log_fd >= 0) dup2(log_fd, STDERR_FILENO);  // dup2 clears O_CLOEXEC on the copy
     execv(argv[0], argv.data());
     _exit(127);  // exec failed
   }
   process->pid_ = pid;
+  if (log_fd >= 0) close(log_fd);
 
   const std::string command = absl::StrJoin(args, " ");
   const absl::Time deadline = absl::Now() + process->options_.start_timeout;

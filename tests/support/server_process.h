@@ -57,6 +57,9 @@ class ServerProcess {
     std::vector<std::string> flags;
     absl::Duration start_timeout = absl::Seconds(30);
     absl::Duration stop_timeout = absl::Seconds(30);
+    // When set, the child's stderr (its log) goes to this file instead of
+    // the test's stderr.
+    std::string log_path;
   };
 
   // Starts attn_server and waits until it serves. Errors: DEADLINE_EXCEEDED

@@ -4,6 +4,7 @@
 #ifndef ATTN_CPU_REFERENCE_H_
 #define ATTN_CPU_REFERENCE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -20,7 +21,13 @@ namespace attn {
 // per thread; work is split over `num_threads` threads (0 = hardware
 // concurrency). The result does not depend on the thread count. Assumes
 // ValidateArgs passed for the CPU kernel (host pointers, cu_seqlens checked).
-void AttentionCpu(const AttentionArgs& args, int num_threads = 0);
+//
+// `cancel` (optional) is read between tasks (a task is up to 64 query rows
+// of one head): once it is true the remaining tasks are skipped and the call
+// returns false, leaving the output partly written. Returns true when every
+// row was computed.
+bool AttentionCpu(const AttentionArgs& args, int num_threads = 0,
+                  const std::atomic<bool>* cancel = nullptr);
 
 // Naive float64 attention, the ground truth for tests: `problem` over dense
 // contiguous float inputs, q [batch, seqlen_q, heads_q, head_dim], k and v
