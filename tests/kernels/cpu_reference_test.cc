@@ -304,7 +304,7 @@ TEST(CpuReferenceMaskTest, RowsWithoutKeysAreZeroWithMinusInfLse) {
 // The cancellation hook: read before every task, so a flag already set stops
 // the call before any row is written; an unset flag changes nothing.
 TEST(CpuReferenceCancelTest, StopsBetweenTasksWhenCancelled) {
-  const AttentionProblem p = Dense(2, 200, 200, 2, 2, 64);  // 16 tasks
+  const AttentionProblem p = DenseProblem(2, 200, 200, 2, 2, 64);  // 16 tasks
   const ProblemInputs in = MakeProblemInputs(p, DType::kBFloat16, FreshSeed());
   std::vector<float> lse(p.LseElements(), kLsePoison);
   std::vector<uint16_t> out(p.QElements(), kPoisonBits);
