@@ -39,7 +39,8 @@ else
   packages=(build-essential cmake ninja-build pkg-config git
             libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
             libabsl-dev libgtest-dev
-            python3 python3-grpcio python3-numpy python3-protobuf)
+            python3 python3-grpcio python3-numpy python3-protobuf
+            python3-venv python3-pip python3-setuptools python3-wheel)
 fi
 if [ "$with_checks" -eq 1 ]; then
   # deploy/checks: linters, patchelf for the bundle, docker-compose (1.x, for
