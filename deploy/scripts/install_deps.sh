@@ -38,7 +38,7 @@ if [ "$runtime_only" -eq 1 ]; then
 else
   packages=(build-essential cmake ninja-build pkg-config git
             libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-            libabsl-dev libgtest-dev
+            libabsl-dev libgtest-dev nlohmann-json3-dev
             python3 python3-grpcio python3-numpy python3-protobuf
             python3-venv python3-pip python3-setuptools python3-wheel)
 fi
