@@ -5,7 +5,8 @@
 #   include/attn/client/       the C++ client's headers
 #   include/attn/              dtype.h, tensor.h, problem.h (attn::core), version.h
 #   include/attnserve/v1/      attention.proto and its generated .pb.h/.grpc.pb.h
-#   lib/                       libattn_client.a, libattn_core.a, libattn_proto.a
+#   lib/                       libattn_client.a, libattn_core.a, libattn_proto.a,
+#                              libattn_health_proto.a (grpc.health.v1, used inside the client)
 #   lib/cmake/attnserve/       attnserveConfig.cmake: find_package(attnserve) gives
 #                              attnserve::client (and ::core, ::proto, ::version)
 #
@@ -23,7 +24,7 @@ foreach(program ${attn_install_programs})
   endif()
 endforeach()
 
-install(TARGETS attn_client attn_core attn_proto attn_version
+install(TARGETS attn_client attn_core attn_proto attn_version attn_health_proto
         EXPORT attnserveTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
