@@ -12,10 +12,9 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
 #include "attn/attention.h"
+#include "attn/command_line.h"
 #include "attn/device.h"
 #include "bench_flags.h"
 #include "kernel_timer.h"
@@ -114,7 +113,19 @@ int Run() {
 }  // namespace attn::bench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Times attention kernels on the GPU (see bench/README.md)");
-  absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> args = attn::ParseCommandLine(
+      argc, argv,
+      {"attn_bench",
+       "Times attention kernels on the GPU (see bench/README.md).\n\n"
+       "usage: attn_bench [--list] [--kernels=all|NAME,...] [--dtypes=bf16,fp16] "
+       "[--seq_lens=4096,...]\n\n"
+       "examples:\n"
+       "  attn_bench --list\n"
+       "  attn_bench --kernels=all --seq_lens=4096 --dtypes=bf16,fp16",
+       {"bench/attn_bench.cc"}});
+  if (args.size() > 1) {
+    std::fprintf(stderr, "attn_bench: unexpected argument '%s' (see --help)\n", args[1]);
+    return attn::kExitUsage;
+  }
   return attn::bench::Run();
 }

@@ -15,11 +15,10 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "attn/attention.h"
+#include "attn/command_line.h"
 #include "attn/device.h"
 #include "attn/tuning.h"
 #include "bench_flags.h"
@@ -155,8 +154,17 @@ int Run() {
 }  // namespace attn::bench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Auto-tunes a ladder step (7 by default) for this GPU (see bench/README.md)");
-  absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> args = attn::ParseCommandLine(
+      argc, argv,
+      {"attn_tune",
+       "Auto-tunes a ladder step (7 by default) for this GPU (see bench/README.md).\n\n"
+       "usage: attn_tune [--step=7] [--seq_lens=...] [--dtypes=bf16,fp16] [--write=TABLE]\n\n"
+       "example:\n"
+       "  attn_tune --write=kernels/tuning/tuned_configs.tsv",
+       {"bench/attn_tune.cc"}});
+  if (args.size() > 1) {
+    std::fprintf(stderr, "attn_tune: unexpected argument '%s' (see --help)\n", args[1]);
+    return attn::kExitUsage;
+  }
   return attn::bench::Run();
 }

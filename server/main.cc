@@ -10,14 +10,11 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "attn/command_line.h"
 #include "log.h"
 #include "server.h"
 #include "server_options.h"
@@ -176,26 +173,22 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
 
 }  // namespace
 
-#ifndef ATTN_VERSION
-#define ATTN_VERSION "unknown"
-#endif
-
 int main(int argc, char** argv) {
-  // --help lists this file's flags (Abseil's default looks for a file named
-  // after the binary).
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view path) {
-    return absl::EndsWith(path, "server/main.cc");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  usage.version_string = []() { return std::string("attn_server ") + ATTN_VERSION + "\n"; };
-  absl::SetFlagsUsageConfig(usage);
-  absl::SetProgramUsageMessage(
-      "attnserve gRPC server: FlashAttention-2 forward as a service "
-      "(attnserve.v1.Attention, grpc.health.v1, reflection).\n"
-      "  attn_server --listen=0.0.0.0:50051 --backend=auto\n"
-      "SIGTERM/SIGINT: health NOT_SERVING, drain, exit 0.");
-  absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> args = attn::ParseCommandLine(
+      argc, argv,
+      {"attn_server",
+       "attnserve gRPC server: FlashAttention-2 forward as a service "
+       "(attnserve.v1.Attention, grpc.health.v1, reflection).\n\n"
+       "usage: attn_server [--listen=HOST:PORT] [--backend=auto|cuda|cpu] [flags]\n\n"
+       "examples:\n"
+       "  attn_server --listen=0.0.0.0:50051 --backend=auto\n"
+       "  attn_server --backend=cpu --cpu_threads=8\n\n"
+       "SIGTERM/SIGINT: health NOT_SERVING, drain, exit 0. Exit status 2: bad flags.",
+       {"server/main.cc"}});
+  if (args.size() > 1) {
+    std::fprintf(stderr, "attn_server: unexpected argument '%s' (see --help)\n", args[1]);
+    return attn::kExitUsage;
+  }
   attn::server::SetLogLevel(absl::GetFlag(FLAGS_log_level));
 
   // Block the shutdown signals before any thread starts, so every thread
@@ -210,7 +203,7 @@ int main(int argc, char** argv) {
   std::string error;
   if (!OptionsFromFlags(&options, &error)) {
     LOGF(kError, "%s", error);
-    return 2;
+    return attn::kExitUsage;
   }
 
   auto server = attn::server::AttentionServer::Create(options);

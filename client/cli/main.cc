@@ -18,12 +18,12 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "attend_command.h"
 #include "attn/client/attention_client.h"
+#include "attn/command_line.h"
 #include "connection_flags.h"
 #include "exit_codes.h"
 #include "problem_flags.h"
@@ -146,8 +146,8 @@ bool AttendOptionsFromFlags(attn::cli::AttendCommandOptions* options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  attn::tools::SetToolUsage(kUsage);
-  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> args =
+      attn::ParseCommandLine(argc, argv, attn::tools::ToolCommandLine("attn_cli", kUsage));
   if (args.size() != 2) {
     std::cerr << (args.size() < 2 ? "attn_cli: missing command" : "attn_cli: too many arguments")
               << "\n\n"

@@ -1,123 +1,48 @@
 #include "json_writer.h"
 
 #include <cmath>
-
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include <utility>
 
 namespace attn::loadgen {
 
-std::string JsonWriter::Quote(absl::string_view value) {
-  std::string out = "\"";
-  for (char c : value) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(c));
-        } else {
-          out.push_back(c);
-        }
-    }
+using nlohmann::ordered_json;
+
+ordered_json* JsonWriter::Add(ordered_json value) {
+  if (open_.empty()) {
+    root_ = std::move(value);
+    return &root_;
   }
-  out += "\"";
-  return out;
+  ordered_json& container = *open_.back();
+  if (container.is_array()) {
+    container.push_back(std::move(value));
+    return &container.back();
+  }
+  ordered_json& slot = container[key_];
+  slot = std::move(value);
+  return &slot;
 }
 
-void JsonWriter::Newline() {
-  out_ += "\n";
-  out_.append(2 * has_element_.size(), ' ');
-}
-
-void JsonWriter::BeforeValue() {
-  if (after_key_) {
-    after_key_ = false;
-    return;
-  }
-  if (!has_element_.empty()) {
-    if (has_element_.back()) out_ += ",";
-    has_element_.back() = true;
-    Newline();
-  }
-}
+void JsonWriter::BeginObject() { open_.push_back(Add(ordered_json::object())); }
+void JsonWriter::BeginArray() { open_.push_back(Add(ordered_json::array())); }
+void JsonWriter::EndObject() { open_.pop_back(); }
+void JsonWriter::EndArray() { open_.pop_back(); }
 
 JsonWriter& JsonWriter::Key(absl::string_view key) {
-  BeforeValue();
-  out_ += Quote(key);
-  out_ += ": ";
-  after_key_ = true;
+  key_.assign(key.data(), key.size());
   return *this;
 }
 
-void JsonWriter::BeginObject() {
-  BeforeValue();
-  out_ += "{";
-  has_element_.push_back(false);
-}
-
-void JsonWriter::EndObject() {
-  const bool any = has_element_.back();
-  has_element_.pop_back();
-  if (any) Newline();
-  out_ += "}";
-  if (has_element_.empty()) out_ += "\n";
-}
-
-void JsonWriter::BeginArray() {
-  BeforeValue();
-  out_ += "[";
-  has_element_.push_back(false);
-}
-
-void JsonWriter::EndArray() {
-  const bool any = has_element_.back();
-  has_element_.pop_back();
-  if (any) Newline();
-  out_ += "]";
-}
-
-void JsonWriter::String(absl::string_view value) {
-  BeforeValue();
-  out_ += Quote(value);
-}
-
+void JsonWriter::String(absl::string_view value) { Add(std::string(value)); }
 void JsonWriter::Number(double value) {
-  BeforeValue();
-  if (!std::isfinite(value)) {
-    out_ += "null";
-    return;
-  }
-  // Up to 9 significant digits: more than any measurement here carries.
-  absl::StrAppendFormat(&out_, "%.9g", value);
+  Add(std::isfinite(value) ? ordered_json(value) : ordered_json(nullptr));
 }
+void JsonWriter::Int(int64_t value) { Add(value); }
+void JsonWriter::Bool(bool value) { Add(value); }
+void JsonWriter::Null() { Add(nullptr); }
 
-void JsonWriter::Int(int64_t value) {
-  BeforeValue();
-  absl::StrAppend(&out_, value);
-}
-
-void JsonWriter::Bool(bool value) {
-  BeforeValue();
-  out_ += value ? "true" : "false";
-}
-
-void JsonWriter::Null() {
-  BeforeValue();
-  out_ += "null";
+std::string JsonWriter::str() const {
+  return root_.dump(2, ' ', /*ensure_ascii=*/false, ordered_json::error_handler_t::replace) +
+         "\n";
 }
 
 }  // namespace attn::loadgen

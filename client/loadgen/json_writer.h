@@ -1,6 +1,9 @@
-// A minimal streaming JSON writer (objects, arrays, strings, numbers, bools)
-// for attn_loadgen's reports; the project has no JSON library dependency.
-// Output is indented two spaces per level. Non-finite numbers become null.
+// A streaming facade over nlohmann-json for attn_loadgen's reports: calls
+// in document order (Begin/End, Key, values) build an ordered_json, and str()
+// dumps it. The library does the encoding: escaping, UTF-8 (bytes that are
+// not UTF-8, e.g. from a --label, become U+FFFD, so the output is always
+// valid JSON) and numbers. Output is indented two spaces per level; keys keep
+// their insertion order; non-finite numbers become null.
 #ifndef ATTN_CLIENT_LOADGEN_JSON_WRITER_H_
 #define ATTN_CLIENT_LOADGEN_JSON_WRITER_H_
 
@@ -9,11 +12,16 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
 
 namespace attn::loadgen {
 
 class JsonWriter {
  public:
+  JsonWriter() = default;
+  JsonWriter(const JsonWriter&) = delete;
+  JsonWriter& operator=(const JsonWriter&) = delete;
+
   // Containers. Inside an object, call Key() before each value.
   void BeginObject();
   void EndObject();
@@ -35,21 +43,20 @@ class JsonWriter {
   void Field(absl::string_view key, int value) { Key(key).Int(value); }
   void Field(absl::string_view key, bool value) { Key(key).Bool(value); }
 
-  // The document so far (complete once every container is closed).
-  const std::string& str() const { return out_; }
-
-  // `value` as a JSON string literal, quotes included.
-  static std::string Quote(absl::string_view value);
+  // The document, with a final newline (complete once every container is
+  // closed).
+  std::string str() const;
 
  private:
-  // Separator and indentation before a value or key.
-  void BeforeValue();
-  void Newline();
+  // Adds `value` to the open container (under the pending key in an object)
+  // and returns where it now lives.
+  nlohmann::ordered_json* Add(nlohmann::ordered_json value);
 
-  std::string out_;
-  // One entry per open container: whether it already has an element.
-  std::vector<bool> has_element_;
-  bool after_key_ = false;
+  nlohmann::ordered_json root_;
+  // The open containers, outermost first. Only the innermost one grows, so
+  // the pointers to its ancestors stay valid.
+  std::vector<nlohmann::ordered_json*> open_;
+  std::string key_;
 };
 
 }  // namespace attn::loadgen

@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -33,6 +32,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "attn/client/attention_client.h"
+#include "attn/command_line.h"
 #include "connection_flags.h"
 #include "latency_plot.h"
 #include "level_runner.h"
@@ -88,7 +88,26 @@ namespace {
 namespace lg = ::attn::loadgen;
 
 constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
+using attn::kExitUsage;
+
+constexpr char kUsage[] =
+    "Load tests an attnserve server: closed-loop concurrency sweeps or open-loop rates, with\n"
+    "latency percentiles, throughput and the client/server time breakdown per level; a text\n"
+    "table, and CSV, JSON and an SVG latency-throughput plot.\n\n"
+    "usage: attn_loadgen [--address=HOST:PORT] [--shape=B,S,H,D] [--dtype=bf16|fp16]\n"
+    "                    [--concurrency=LEVELS | --rate=LEVELS] [--warmup=2s] [--duration=10s]\n"
+    "                    [--out_dir=DIR] [problem flags: --kv_shape --causal --window --lse ...]\n\n"
+    "LEVELS: N, a list (1,2,4), start:end:step or start:end:xFACTOR.\n"
+    "exit status: 0 some request succeeded, 1 unreachable server, failed preflight request or\n"
+    "nothing succeeded, 2 usage.\n\n"
+    "examples:\n"
+    "  attn_loadgen --address=gpu-node:50051 --shape=1,4096,16,128 --concurrency=1:64:x2 \\\n"
+    "      --duration=15s --out_dir=results/\n"
+    "  attn_loadgen --rate=20:160:x2 --arrivals=poisson --duration=20s --out_dir=results/\n"
+    "  attn_loadgen --shape=1,4096,32,128 --kv_shape=1,4096,8,128 --causal --lse "
+    "--concurrency=1:16:x2\n"
+    "  # the CPU backend (a fraction of a GPU's speed): small problems, long deadlines\n"
+    "  attn_loadgen --shape=1,512,8,64 --concurrency=1,2 --warmup=1s --duration=5s";
 
 int Usage(const std::string& message) {
   std::cerr << "attn_loadgen: " << message << "\n";
@@ -117,11 +136,8 @@ std::string OutputPath(const std::string& explicit_path, const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  attn::tools::SetToolUsage(
-      "Load tests an attnserve server: closed-loop concurrency sweeps (--concurrency=1:64:x2) "
-      "or open-loop rates (--rate=100,200), with latency percentiles, throughput, and the "
-      "client/server time breakdown; CSV, JSON and an SVG latency-throughput plot.");
-  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> positional =
+      attn::ParseCommandLine(argc, argv, attn::tools::ToolCommandLine("attn_loadgen", kUsage));
   if (positional.size() > 1) return Usage(absl::StrCat("unexpected argument '", positional[1], "'"));
 
   // Levels and per-level bounds.
@@ -240,7 +256,7 @@ int main(int argc, char** argv) {
   }
 
   lg::SweepContext context;
-  context.tool_version = ATTN_VERSION;
+  context.tool_version = attn::Version();
   std::vector<std::string> args(argv, argv + argc);
   context.command_line = absl::StrJoin(args, " ");
   context.started_at = absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());

@@ -1,11 +1,7 @@
-// The two grpc.health.v1 messages, encoded by hand.
-//
-// HealthCheckRequest is {string service = 1;} and HealthCheckResponse is
-// {ServingStatus status = 1;}. Generating stubs would put a second copy of
-// grpc/health/v1/health.proto into any binary that also links other
-// generated health stubs (the test support library has some), and protobuf
-// aborts when one .proto is registered twice; two fields are cheaper to
-// encode than that coupling.
+// The two grpc.health.v1 messages as bytes, for the client's generic health
+// call, through the stubs generated from grpc-proto's health.proto
+// (client/proto/grpc/health/v1/health.proto, target attn_health_proto: the
+// only copy in the build, so no binary registers the .proto twice).
 #ifndef ATTN_CLIENT_SRC_HEALTH_CODEC_H_
 #define ATTN_CLIENT_SRC_HEALTH_CODEC_H_
 

@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "grpcpp/support/slice.h"
 
 namespace attn::internal {
@@ -16,30 +18,17 @@ namespace pb = ::attnserve::v1;
 constexpr int kFieldQ = 6;
 constexpr int kFieldK = 7;
 constexpr int kFieldV = 8;
-constexpr uint32_t kWireTypeLengthDelimited = 2;
+using ::google::protobuf::internal::WireFormatLite;
+using ::google::protobuf::io::CodedOutputStream;
 
-void AppendVarint(uint64_t value, std::string* out) {
-  while (value >= 0x80) {
-    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  out->push_back(static_cast<char>(value));
-}
-
-int VarintSize(uint64_t value) {
-  int size = 1;
-  while (value >= 0x80) {
-    value >>= 7;
-    ++size;
-  }
-  return size;
-}
-
-// Tag and length of a length-delimited field of `size` bytes.
+// Tag and length of a length-delimited field of `size` bytes, encoded by
+// protobuf's own wire-format helpers.
 std::string FieldPrefix(int field, uint64_t size) {
-  std::string prefix;
-  AppendVarint((static_cast<uint64_t>(field) << 3) | kWireTypeLengthDelimited, &prefix);
-  AppendVarint(size, &prefix);
+  const uint32_t tag = WireFormatLite::MakeTag(field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+  std::string prefix(CodedOutputStream::VarintSize32(tag) + CodedOutputStream::VarintSize64(size),
+                     '\0');
+  uint8_t* end = CodedOutputStream::WriteTagToArray(tag, reinterpret_cast<uint8_t*>(&prefix[0]));
+  CodedOutputStream::WriteVarint64ToArray(size, end);
   return prefix;
 }
 
@@ -152,10 +141,12 @@ pb::AttendRequest MakeRequestHeader(const AttentionInputs& inputs, const AttendO
 }
 
 int64_t EncodedRequestBytes(const pb::AttendRequest& header, int64_t q_bytes, int64_t kv_bytes) {
-  auto field = [](int64_t bytes) {
-    return 1 + VarintSize(static_cast<uint64_t>(bytes)) + bytes;
+  auto field = [](int number, int64_t bytes) {
+    return static_cast<int64_t>(WireFormatLite::TagSize(number, WireFormatLite::TYPE_BYTES) +
+                                WireFormatLite::LengthDelimitedSize(static_cast<size_t>(bytes)));
   };
-  return static_cast<int64_t>(header.ByteSizeLong()) + field(q_bytes) + 2 * field(kv_bytes);
+  return static_cast<int64_t>(header.ByteSizeLong()) + field(kFieldQ, q_bytes) +
+         field(kFieldK, kv_bytes) + field(kFieldV, kv_bytes);
 }
 
 grpc::ByteBuffer EncodeAttendRequest(const pb::AttendRequest& header,

@@ -4,9 +4,6 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/time/time.h"
 
 ABSL_FLAG(std::string, address, "localhost:50051",
@@ -47,16 +44,14 @@ ClientOptions ClientOptionsFromFlags() {
   return options;
 }
 
-void SetToolUsage(absl::string_view usage) {
-  // Abseil's default lists only flags of a file named after the binary.
-  absl::FlagsUsageConfig config;
-  config.contains_help_flags = [](absl::string_view path) {
-    return absl::EndsWith(path, "main.cc") || absl::EndsWith(path, "connection_flags.cc") ||
-           absl::EndsWith(path, "problem_flags.cc");
-  };
-  config.contains_helpshort_flags = config.contains_help_flags;
-  absl::SetFlagsUsageConfig(config);
-  absl::SetProgramUsageMessage(usage);
+CommandLineSpec ToolCommandLine(absl::string_view program, absl::string_view usage) {
+  CommandLineSpec spec;
+  spec.program = std::string(program);
+  spec.usage = std::string(usage);
+  // A binary links one main.cc.
+  spec.help_files = {"/main.cc", "client/tools/connection_flags.cc",
+                     "client/tools/problem_flags.cc"};
+  return spec;
 }
 
 }  // namespace attn::tools

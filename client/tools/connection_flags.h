@@ -7,16 +7,17 @@
 
 #include "absl/strings/string_view.h"
 #include "attn/client/attention_client.h"
+#include "attn/command_line.h"
 
 namespace attn::tools {
 
 // ClientOptions from the connection flags; rpc_timeout is left to the tool.
 ClientOptions ClientOptionsFromFlags();
 
-// Sets the tool's usage message and makes --help list the tool's own flags
-// (those of its main.cc and of this library) rather than every linked
-// library's. Call before absl::ParseCommandLine.
-void SetToolUsage(absl::string_view usage);
+// The command line of a client tool (attn::ParseCommandLine): --help lists
+// the tool's own flags, those of its main.cc and of this library, rather
+// than every linked library's.
+CommandLineSpec ToolCommandLine(absl::string_view program, absl::string_view usage);
 
 }  // namespace attn::tools
 

@@ -54,12 +54,12 @@ for bin in "$b"/bin/*; do
   # shellcheck disable=SC2016  # a literal $ORIGIN
   [ "$rp" = '$ORIGIN/../lib' ] || problem "$name: RUNPATH '$rp', want \$ORIGIN/../lib"
 
-  # absl's --help prints usage and exits 1; 127 or a loader message means
-  # the binary did not start.
+  # --help prints usage and exits 0 (attn/command_line.h); 127 or a loader
+  # message means the binary did not start.
   rc=0
   (cd "$clean/cwd" && env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH= LD_DEBUG=libs \
      LD_DEBUG_OUTPUT="$clean/ld.$name" "$bin" --help) >"$clean/help.$name" 2>&1 || rc=$?
-  if [ "$rc" -gt 1 ] || grep -q 'error while loading shared libraries' "$clean/help.$name" ||
+  if [ "$rc" -ne 0 ] || grep -q 'error while loading shared libraries' "$clean/help.$name" ||
      ! grep -qi 'usage\|--help\|flags' "$clean/help.$name"; then
     problem "$name --help exited $rc:"
     sed 's/^/    /' "$clean/help.$name" >&2

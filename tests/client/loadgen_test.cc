@@ -12,6 +12,7 @@
 #include "json_writer.h"
 #include "latency_plot.h"
 #include "level_summary.h"
+#include "nlohmann/json.hpp"
 #include "report_writers.h"
 #include "sweep_spec.h"
 
@@ -163,6 +164,28 @@ TEST(JsonWriterTest, EscapesAndNests) {
   EXPECT_EQ(json.str(),
             "{\n  \"text\": \"a\\\"b\\\\c\\nd\\u0001\",\n  \"nan\": null,\n  \"n\": 42,\n"
             "  \"list\": [\n    0.5,\n    true,\n    null\n  ],\n  \"empty\": {}\n}\n");
+}
+
+// A --label (or any text) that is not UTF-8 still gives valid JSON: the
+// bad bytes become U+FFFD.
+TEST(JsonWriterTest, TextThatIsNotUtf8BecomesValidJson) {
+  const std::string latin1_label = "caf\xe9 \xff\xfe ok";
+  JsonWriter json;
+  json.BeginObject();
+  json.Field("label", latin1_label);
+  json.EndObject();
+  const nlohmann::json parsed = nlohmann::json::parse(json.str());  // throws if invalid
+  const std::string label = parsed.at("label").get<std::string>();
+  EXPECT_TRUE(absl::StrContains(label, "caf\xef\xbf\xbd")) << label;
+  EXPECT_TRUE(absl::EndsWith(label, " ok")) << label;
+
+  SweepContext context;
+  context.shape = Shape{1, 128, 2, 64};
+  context.label = latin1_label;
+  const LevelRun run = SyntheticOpenLoopRun();
+  context.spec = run.spec;
+  const std::string report = FormatJson(context, {Summarize(run, context.shape)}, nullptr);
+  EXPECT_NO_THROW(nlohmann::json::parse(report)) << report;
 }
 
 TEST(ReportTest, JsonCarriesEveryLevelAndOptionalRequests) {

@@ -13,15 +13,23 @@ ml_dtypes or raw bits, float32 with dtype=...) and FlashAttention-2's
 options (causal, window_size, return_lse, GQA k/v, cu_seqlens for varlen).
 With PyTorch, flash_attn_func / flash_attn_varlen_func (module flash_attn)
 take and return torch tensors in FA2's conventions.
+
+Errors are AttnServeError, a grpc.RpcError with code() and details();
+AttnServeTimeout (also a TimeoutError) for a missed deadline,
+AttnServeConnectionError (also a ConnectionError) for an unreachable server.
+The protobuf stubs are attnserve.v1.attention_pb2 and attention_pb2_grpc.
 """
 
-from .client import AttnServeError, Client, Timing, attend
+from ._version import __version__
+from .client import AttnServeConnectionError, AttnServeError, AttnServeTimeout, Client, Timing, attend
 from .flash_attn import flash_attn_func, flash_attn_varlen_func, set_default_client
 from .reference import attention_reference, relative_l2_error, varlen_attention_reference
 from .tensors import BF16, FP16, bf16_bits_to_float, float_to_bf16_bits
 
 __all__ = [
+    "AttnServeConnectionError",
     "AttnServeError",
+    "AttnServeTimeout",
     "BF16",
     "Client",
     "FP16",
@@ -35,4 +43,5 @@ __all__ = [
     "relative_l2_error",
     "set_default_client",
     "varlen_attention_reference",
+    "__version__",
 ]

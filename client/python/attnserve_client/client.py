@@ -8,9 +8,11 @@
 
 Messages may be up to 2 GiB - 1 each way (gRPC's default receive limit of
 4 MiB is raised), and requests larger than the server's message limit go
-over the chunked AttendStream RPC automatically. Errors from the server
-raise AttnServeError carrying the gRPC status code; an unreachable server
-raises ConnectionError after `connect_timeout` seconds.
+over the chunked AttendStream RPC automatically. A failed call raises
+AttnServeError, a grpc.RpcError with code() and details(); a missed deadline
+raises its subclass AttnServeTimeout, also a TimeoutError; an unreachable
+server raises AttnServeConnectionError, also a ConnectionError, after
+`connect_timeout` seconds.
 """
 
 import dataclasses
@@ -20,8 +22,8 @@ import grpc
 import numpy as np
 
 from . import health, tensors
-from ._gen import attention_pb2 as pb
-from ._gen import attention_pb2_grpc as pb_grpc
+from attnserve.v1 import attention_pb2 as pb
+from attnserve.v1 import attention_pb2_grpc as pb_grpc
 
 MAX_MESSAGE_BYTES = 2**31 - 1
 _FALLBACK_STREAM_THRESHOLD = 64 << 20  # when the server's limit is unknown
@@ -30,15 +32,37 @@ _ATTEND_METHOD = "/attnserve.v1.Attention/Attend"
 _TENSOR_FIELDS = ((6, pb.TENSOR_Q), (7, pb.TENSOR_K), (8, pb.TENSOR_V))
 
 
-class AttnServeError(Exception):
-    """A failed call: `code` is the grpc.StatusCode, `details` the server's message."""
+class AttnServeError(grpc.RpcError):
+    """A failed call, caught as grpc.RpcError too: code() is the grpc.StatusCode,
+    details() the server's message, as on the errors gRPC raises itself."""
 
     def __init__(self, rpc, address, code, details):
         self.rpc = rpc
         self.address = address
-        self.code = code
-        self.details = details
+        self._code = code
+        self._details = details
         super().__init__(f"{rpc} to {address}: {code.name}: {details}")
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._details
+
+
+class AttnServeTimeout(AttnServeError, TimeoutError):
+    """The call's deadline passed (DEADLINE_EXCEEDED): catch it as TimeoutError."""
+
+
+class AttnServeConnectionError(AttnServeError, ConnectionError):
+    """Nothing answered at the address within connect_timeout (UNAVAILABLE)."""
+
+
+def _rpc_error(rpc, address, code, details):
+    """The AttnServeError (or its subclass for the code) of a failed call."""
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return AttnServeTimeout(rpc, address, code, details)
+    return AttnServeError(rpc, address, code, details)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +153,8 @@ class Client:
         """Connects to `address` (host:port or a gRPC target).
 
         timeout: default deadline of each call, in seconds.
-        connect_timeout: ConnectionError when the server is not ready by then.
+        connect_timeout: AttnServeConnectionError (a ConnectionError) when the
+            server is not ready by then.
         tls / root_certificates / certificate_chain / private_key: TLS (paths
             to PEM files; the last two for mutual TLS); server_name overrides
             the name checked in the server's certificate.
@@ -167,9 +192,9 @@ class Client:
             grpc.channel_ready_future(self._channel).result(timeout=connect_timeout)
         except grpc.FutureTimeoutError:
             self._channel.close()
-            raise ConnectionError(
-                f"cannot connect to attnserve at {address!r} within {connect_timeout:g} s: "
-                "is attn_server running there?"
+            raise AttnServeConnectionError(
+                "connect", address, grpc.StatusCode.UNAVAILABLE,
+                f"nothing answered within {connect_timeout:g} s: is attn_server running there?"
             ) from None
         self._stub = pb_grpc.AttentionStub(self._channel)
         self._attend_raw = self._channel.unary_unary(_ATTEND_METHOD)  # bytes in, bytes out
@@ -195,7 +220,7 @@ class Client:
         try:
             return fn(*args, metadata=self._metadata, **kwargs)
         except grpc.RpcError as error:
-            raise AttnServeError(rpc, self.address, error.code(), error.details()) from None
+            raise _rpc_error(rpc, self.address, error.code(), error.details()) from None
 
     # --- queries -----------------------------------------------------------
 
@@ -221,7 +246,7 @@ class Client:
             raw = self._call("Health.Check", self._health_check, health.encode_request(service),
                              timeout=self.timeout)
         except AttnServeError as error:
-            if error.code == grpc.StatusCode.NOT_FOUND:
+            if error.code() == grpc.StatusCode.NOT_FOUND:
                 return "SERVICE_UNKNOWN"
             raise
         return health.STATUS_NAMES.get(health.decode_response(raw), "UNKNOWN")
@@ -417,8 +442,8 @@ class Client:
                     target += part.data
                 client["unmarshal_ns"] += time.perf_counter_ns() - t0
         except grpc.RpcError as error:
-            raise AttnServeError("AttendStream", self.address, error.code(),
-                                 error.details()) from None
+            raise _rpc_error("AttendStream", self.address, error.code(),
+                             error.details()) from None
         if header_response is None:
             raise AttnServeError("AttendStream", self.address, grpc.StatusCode.INTERNAL,
                                  "stream ended without a response")

@@ -17,8 +17,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from attn_test_server import ServerProcess  # noqa: E402
+from attnserve.v1 import attention_pb2  # noqa: E402
 from attnserve_client import (  # noqa: E402
     AttnServeError,
+    AttnServeTimeout,
     Client,
     attend,
     attention_reference,
@@ -130,8 +132,10 @@ class ClientTest(unittest.TestCase):
         q = np.zeros((1, 4, 1, 513), dtype=np.float16)  # head_dim above the CPU limit
         with self.assertRaises(AttnServeError) as caught:
             self.client.attend(q, q, q)
-        self.assertEqual(caught.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn(SERVER.address, str(caught.exception))
+        self.assertIsInstance(caught.exception, grpc.RpcError)
+        self.assertIn("head_dim", caught.exception.details())
         with self.assertRaises(ValueError):
             self.client.attend(q, q[:, :2], q)  # shapes differ
         with self.assertRaises(ValueError):
@@ -154,6 +158,26 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(ConnectionError) as caught:
             Client("127.0.0.1:1", connect_timeout=1)
         self.assertIn("127.0.0.1:1", str(caught.exception))
+        self.assertIsInstance(caught.exception, AttnServeError)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAVAILABLE)
+
+    def test_missed_deadline_is_a_timeout(self):
+        # A deadline already past when the call starts (gRPC rounds deadlines
+        # to milliseconds, and a small call may finish within one).
+        q = np.zeros((1, 64, 2, 64), dtype=np.float16)
+        for stream in (False, True):
+            with self.assertRaises(TimeoutError) as caught:
+                self.client.attend(q, q, q, timeout=-1.0, stream=stream)
+            self.assertIsInstance(caught.exception, AttnServeTimeout)
+            self.assertIsInstance(caught.exception, grpc.RpcError)
+            self.assertEqual(caught.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        with Client(SERVER.address, timeout=-1.0, fetch_server_info=False) as hurried:
+            with self.assertRaises(AttnServeTimeout):
+                hurried.stats()
+
+    def test_stubs_have_the_protos_canonical_path(self):
+        self.assertEqual(attention_pb2.DESCRIPTOR.name, "attnserve/v1/attention.proto")
+        self.assertEqual(attention_pb2.DESCRIPTOR.package, "attnserve.v1")
 
 
 def assert_lse_close(test, lse, ref, what):
@@ -236,7 +260,7 @@ class BreadthTest(unittest.TestCase):
             self.client.attend(q, q[:, :, :3], q[:, :, :3])  # 3 kv heads do not divide 4
         with self.assertRaises(AttnServeError) as caught:
             self.client.attend(q, q, q, window_size=(-5, 0))
-        self.assertEqual(caught.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
 
     def test_capabilities_are_listed(self):
         kernel = [k for k in self.client.list_kernels() if k.name == "cpu_reference"][0]

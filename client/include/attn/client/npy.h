@@ -17,6 +17,10 @@
 //   * float32/float64 arrays are converted (round to nearest even) to the
 //     dtype the caller names.
 // Only C-order (not Fortran-order) arrays are read.
+//
+// Hand-written because no maintained C++ .npy library reads bf16: cnpy and
+// libnpy know NumPy's own type codes only, and the 'V2'/'bfloat16' spellings
+// above are what bf16 files actually carry.
 #ifndef ATTN_CLIENT_NPY_H_
 #define ATTN_CLIENT_NPY_H_
 
