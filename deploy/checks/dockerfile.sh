@@ -2,10 +2,10 @@
 # Checks deploy/docker/Dockerfile without a Docker engine: lints it
 # (dockerfile-utils), checks it against the repository and the build tree
 # (dockerfile_check.py, which also runs the build stage's bundle.sh call),
-# runs the runtime stage's dependency step (install_deps.sh --runtime-only)
-# here, and checks that those packages provide every library the binaries
-# load. The build stage's install_deps.sh and build.sh are what CI itself
-# runs before the tests.
+# simulates the runtime stage's dependency step (install_deps.sh
+# --runtime-only) here, and checks that those packages provide every library
+# the binaries load. The build stage's install_deps.sh and build.sh are what
+# CI itself runs before the tests.
 set -euo pipefail
 # shellcheck source=deploy/checks/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -17,19 +17,20 @@ js="$(js_dir)"
   --build-dir "$build_dir" --work-dir "$work_dir"
 
 # The runtime stage's package step, on this distribution (Debian 12 names;
-# the script falls back to Ubuntu 24.04's t64 names where these do not exist).
-# CI runs as root; a developer without root or password-less sudo skips it.
-if [ "$(id -u)" -ne 0 ] && ! sudo -n true 2>/dev/null; then
-  echo "dockerfile: SKIPPED install_deps.sh --runtime-only (needs root or sudo -n)"
-else
-  bash "$root/deploy/scripts/install_deps.sh" --runtime-only
-fi
+# the script falls back to Ubuntu 24.04's t64 names where these do not exist),
+# simulated: apt-get resolves the packages and their dependencies from this
+# machine's package lists without the network, without the dpkg lock (another
+# apt run on a shared CI host made the real install fail) and without changing
+# the machine.
+require_tool apt-get apt-cache dpkg-query
+mapfile -t runtime_pkgs < <(bash "$root/deploy/scripts/install_deps.sh" --runtime-only --print-packages)
+apt-get --simulate -o Debug::NoLocking=true -qq install --no-install-recommends \
+  "${runtime_pkgs[@]}" >/dev/null ||
+  fail "apt-get cannot install the runtime packages (${runtime_pkgs[*]})"
 
 # The runtime stage's packages provide every library the image's binaries
 # load: each library's owning package is among the runtime packages or their
 # dependencies, or part of the CUDA base image (libc6, libstdc++6, libgcc-s1).
-require_tool apt-cache dpkg-query
-mapfile -t runtime_pkgs < <(bash "$root/deploy/scripts/install_deps.sh" --runtime-only --print-packages)
 closure="$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
              --no-breaks --no-replaces --no-enhances "${runtime_pkgs[@]}" |
            grep -v '^ ' | sed 's/:.*//' | sort -u)"
