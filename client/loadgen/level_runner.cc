@@ -33,18 +33,15 @@ LevelRun LevelRunner::Run(const LevelSpec& spec) {
     window_end_ns_ = window_start_ns_ + absl::ToInt64Nanoseconds(spec.duration);
     in_flight_ = measured_sent_ = warmup_sent_ = ok_ = failed_ = 0;
     send_stop_ns_ = -1;
+    window_open_ = false;
+    parked_ = 0;
     records_.clear();
     start_ns_ = MonotonicNanos();
   }
   LevelRun run;
   run.spec = spec;
 
-  std::thread stats_thread([this, &run] {
-    const int64_t wait = window_start_ns_ - Elapsed();
-    if (wait > 0) absl::SleepFor(absl::Nanoseconds(wait));
-    absl::StatusOr<attnserve::v1::ServerStats> stats = clients_.front()->GetStats();
-    if (stats.ok()) run.stats_before = *std::move(stats);
-  });
+  std::thread stats_thread([this, &run] { SnapshotStatsAtWindowStart(&run); });
 
   if (spec.mode == LoadMode::kClosedLoop) {
     {
@@ -73,6 +70,21 @@ LevelRun LevelRunner::Run(const LevelSpec& spec) {
   std::sort(run.records.begin(), run.records.end(),
             [](const RequestRecord& a, const RequestRecord& b) { return a.due_ns < b.due_ns; });
   return run;
+}
+
+void LevelRunner::SnapshotStatsAtWindowStart(LevelRun* run) {
+  const int64_t wait = window_start_ns_ - Elapsed();
+  if (wait > 0) absl::SleepFor(absl::Nanoseconds(wait));
+  absl::StatusOr<attnserve::v1::ServerStats> stats = clients_.front()->GetStats();
+  if (stats.ok()) run->stats_before = *std::move(stats);
+  int64_t parked;
+  {
+    absl::MutexLock lock(&mu_);
+    window_open_ = true;
+    parked = parked_;
+    parked_ = 0;
+  }
+  for (int64_t i = 0; i < parked; ++i) NextClosedLoopRequest();
 }
 
 LevelProgress LevelRunner::Progress() const {
@@ -128,6 +140,10 @@ void LevelRunner::NextClosedLoopRequest() {
       return;
     }
     measured = now >= window_start_ns_;
+    if (measured && !window_open_) {
+      ++parked_;  // sent once the window's starting stats are taken
+      return;
+    }
     if (!measured) {
       ++warmup_sent_;
     } else if (++measured_sent_ == spec_.max_requests) {
@@ -155,8 +171,9 @@ void LevelRunner::RunOpenLoop(int64_t* unsent) {
     if (wait > 0) absl::SleepFor(absl::Nanoseconds(wait));
     {
       absl::MutexLock lock(&mu_);
-      auto below_cap = [this, max_in_flight]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return in_flight_ < max_in_flight;
+      // A measured request also waits for the window's starting stats.
+      auto below_cap = [this, max_in_flight, measured]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return in_flight_ < max_in_flight && (window_open_ || !measured);
       };
       const absl::Time window_end =
           absl::Now() + absl::Nanoseconds(window_end_ns_ - Elapsed());

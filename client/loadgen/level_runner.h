@@ -15,6 +15,8 @@
 // comes first; nothing is sent after the window closes (open-loop requests
 // still due then are counted as unsent). The level ends when every request
 // sent has finished, and each carries a deadline, so a level always ends.
+// The server's counters are read when the window opens, before its first
+// request is sent (measured requests wait for that read), and after the level.
 #ifndef ATTN_CLIENT_LOADGEN_LEVEL_RUNNER_H_
 #define ATTN_CLIENT_LOADGEN_LEVEL_RUNNER_H_
 
@@ -68,7 +70,8 @@ struct LevelRun {
   // max_in_flight requests were still outstanding when the window closed.
   int64_t unsent_requests = 0;
   std::vector<RequestRecord> records;  // measured requests, in order of due time
-  // GetStats at the window's start and after the level (when available).
+  // GetStats before the window's first request and after the level (when
+  // available).
   std::optional<attnserve::v1::ServerStats> stats_before;
   std::optional<attnserve::v1::ServerStats> stats_after;
 };
@@ -107,8 +110,9 @@ class LevelRunner {
   void NextClosedLoopRequest();
   // Open loop: sends on the schedule; counts never-sent requests in `unsent`.
   void RunOpenLoop(int64_t* unsent);
-  // Takes GetStats at the window's start on its own thread.
-  void SnapshotStatsAtWindowStart();
+  // At the window's start (on its own thread): takes GetStats into `run`,
+  // then opens the window and resumes the closed-loop slots parked on it.
+  void SnapshotStatsAtWindowStart(LevelRun* run);
 
   const std::vector<AttentionClient*> clients_;
   const std::shared_ptr<const AttentionInputs> inputs_;
@@ -127,6 +131,8 @@ class LevelRunner {
   int64_t ok_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t failed_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t send_stop_ns_ ABSL_GUARDED_BY(mu_) = -1;
+  bool window_open_ ABSL_GUARDED_BY(mu_) = false;  // stats_before taken
+  int64_t parked_ ABSL_GUARDED_BY(mu_) = 0;        // closed-loop slots waiting for it
   std::vector<RequestRecord> records_ ABSL_GUARDED_BY(mu_);
 };
 

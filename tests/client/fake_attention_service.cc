@@ -216,6 +216,7 @@ grpc::Status FakeAttentionService::GetServerInfo(grpc::ServerContext*,
 
 grpc::Status FakeAttentionService::GetStats(grpc::ServerContext*, const pb::GetStatsRequest*,
                                             pb::ServerStats* response) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(options_.get_stats_delay_ms));
   response->set_requests_ok(unary_calls_.load() + stream_calls_.load());
   return grpc::Status::OK;
 }

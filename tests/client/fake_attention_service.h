@@ -35,6 +35,7 @@ class FakeAttentionService final : public attnserve::v1::Attention::Service {
   struct Options {
     int64_t max_message_bytes = int64_t{1} << 30;  // advertised in GetServerInfo
     int64_t out_chunk_bytes = 1000;                // streamed output chunk size
+    int get_stats_delay_ms = 0;                    // GetStats reads its counters this late
     // Listening credentials; null: plaintext.
     std::shared_ptr<grpc::ServerCredentials> credentials;
   };

@@ -137,5 +137,39 @@ TEST_F(LevelRunnerTest, OpenLoopStopsWhenTheServerHoldsEveryRequest) {
   EXPECT_EQ(s.completed, 3);
 }
 
+// The window's starting stats are read before its first request is sent, so
+// the server's counters over the level count every measured request however
+// late that read is answered (the requests here take about a millisecond).
+TEST(LevelRunnerStatsTest, StartingStatsPrecedeTheMeasuredRequests) {
+  attn::testing::FakeAttentionService::Options fake_options;
+  fake_options.get_stats_delay_ms = 300;
+  auto fake = attn::testing::StartFakeServer(fake_options);
+  ASSERT_NE(fake, nullptr);
+  ClientOptions options;
+  options.address = fake->address;
+  absl::StatusOr<std::unique_ptr<AttentionClient>> client = AttentionClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  for (LoadMode mode : {LoadMode::kClosedLoop, LoadMode::kOpenLoop}) {
+    SCOPED_TRACE(mode == LoadMode::kClosedLoop ? "closed loop" : "open loop");
+    const int64_t before_level = fake->service->unary_calls();
+    LevelRunner runner({client->get()},
+                       std::make_shared<const AttentionInputs>(
+                           MakeRandomInputs({1, 32, 2, 16}, DType::kBFloat16, 1)),
+                       AttendOptions());
+    LevelSpec spec;
+    spec.mode = mode;
+    spec.concurrency = 2;
+    spec.rate = 1000;
+    spec.warmup = absl::ZeroDuration();
+    spec.duration = absl::Seconds(60);  // the request bound ends the level
+    spec.max_requests = 10;
+    const LevelRun run = runner.Run(spec);
+    ASSERT_TRUE(run.stats_before.has_value());
+    ASSERT_TRUE(run.stats_after.has_value());
+    EXPECT_EQ(run.stats_before->requests_ok(), before_level);
+    EXPECT_EQ(run.stats_after->requests_ok() - run.stats_before->requests_ok(), 10);
+  }
+}
+
 }  // namespace
 }  // namespace attn::loadgen
