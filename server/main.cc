@@ -15,7 +15,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "attn/command_line.h"
-#include "log.h"
+#include "observability/log.h"
 #include "server.h"
 #include "server_options.h"
 

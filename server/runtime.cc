@@ -7,12 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "backend.h"
-#include "cuda_executor.h"
+#include "backends/backend.h"
+#include "backends/cuda_executor.h"
 #include "google/protobuf/stubs/common.h"
 #include "grpcpp/grpcpp.h"
 #include "status_util.h"
-#include "tensor_codec.h"
+#include "frontend/tensor_codec.h"
 
 #ifndef ATTN_VERSION
 #define ATTN_VERSION "unknown"

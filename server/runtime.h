@@ -15,12 +15,12 @@
 #include "absl/status/statusor.h"
 #include "attn/device.h"
 #include "attnserve/v1/attention.pb.h"
-#include "byte_budget.h"
-#include "kernel_catalog.h"
+#include "scheduling/byte_budget.h"
+#include "backends/kernel_catalog.h"
 #include "limits/stream_watchdog.h"
-#include "scheduler.h"
+#include "scheduling/scheduler.h"
 #include "server_options.h"
-#include "stats.h"
+#include "observability/stats.h"
 
 namespace attn::server {
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "attention_service.h"
+#include "frontend/attention_service.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/server_builder_option.h"
@@ -18,7 +18,7 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "limits/fd_limit.h"
-#include "log.h"
+#include "observability/log.h"
 #include "runtime.h"
 #include "status_util.h"
 

@@ -14,7 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "attn/dtype.h"
-#include "log.h"
+#include "observability/log.h"
 
 namespace attn::server {
 

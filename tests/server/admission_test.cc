@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "byte_budget.h"
-#include "call_gate.h"
+#include "scheduling/byte_budget.h"
+#include "frontend/call_gate.h"
 #include "gtest/gtest.h"
 
 namespace attn::server {

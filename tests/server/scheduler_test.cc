@@ -1,7 +1,7 @@
 // Scheduler unit tests with a fake executor whose jobs block until released,
 // so every queue state is reached deterministically (no timing guesses
 // except for deadlines, which the test waits out before the worker may look).
-#include "scheduler.h"
+#include "scheduling/scheduler.h"
 
 #include <atomic>
 #include <map>

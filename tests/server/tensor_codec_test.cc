@@ -1,7 +1,7 @@
 // Unit tests of the front end's request checks (tensor_codec) and kernel
 // selection (kernel_catalog), against the CPU backend's catalog and
 // synthetic GPU kernel descriptions.
-#include "tensor_codec.h"
+#include "frontend/tensor_codec.h"
 
 #include <cmath>
 #include <functional>
@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "kernel_catalog.h"
+#include "backends/kernel_catalog.h"
 
 namespace attn::server {
 namespace {

@@ -1,4 +1,4 @@
-#include "stats.h"
+#include "observability/stats.h"
 
 #include "absl/time/clock.h"
 #include "attnserve/v1/attention.pb.h"

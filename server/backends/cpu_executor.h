@@ -1,4 +1,4 @@
-// server/cpu_executor.h
+// server/backends/cpu_executor.h
 //
 // CpuExecutor: the CPU backend. Runs the kernel library's CPU reference
 // ("cpu_reference": fp32 accumulation, tiled online softmax) on host memory,
@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "executor.h"
+#include "backends/executor.h"
 
 namespace attn::server {
 

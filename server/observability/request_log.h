@@ -1,4 +1,4 @@
-// server/request_log.h
+// server/observability/request_log.h
 //
 // The end of every Attend/AttendStream call, success or not: one structured
 // log line and the matching counters.
@@ -18,9 +18,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "job.h"
+#include "scheduling/job.h"
 #include "runtime.h"
-#include "stats.h"
+#include "observability/stats.h"
 
 namespace attn::server {
 

@@ -1,5 +1,5 @@
 // The CUDA backend of a build without CUDA: there is none.
-#include "cuda_executor.h"
+#include "backends/cuda_executor.h"
 
 namespace attn::server {
 

@@ -1,4 +1,4 @@
-// server/backend.h
+// server/backends/backend.h
 //
 // CreateBackend: turns --backend/--devices/--streams_per_device/--cpu_*
 // into the executors and the kernel catalog the server runs with.
@@ -16,8 +16,8 @@
 
 #include "absl/status/statusor.h"
 #include "attn/device.h"
-#include "executor.h"
-#include "kernel_catalog.h"
+#include "backends/executor.h"
+#include "backends/kernel_catalog.h"
 #include "server_options.h"
 
 namespace attn::server {

@@ -1,4 +1,4 @@
-// server/byte_budget.h
+// server/scheduling/byte_budget.h
 //
 // ByteBudget: a counter of bytes in use against a fixed limit, for memory
 // that requests hold while they are being received (AttendStream buffers).

@@ -1,4 +1,4 @@
-// server/call_gate.h
+// server/frontend/call_gate.h
 //
 // CallGate: counts the Attend/AttendStream calls in progress and lets the
 // server close the door on new ones while it drains. gRPC's own

@@ -1,4 +1,4 @@
-// server/cuda_memory.h
+// server/backends/cuda_memory.h
 //
 // RAII owners of CUDA resources for the CUDA executor, and the one place
 // that turns cudaError_t into absl::Status. CUDA builds only (includes

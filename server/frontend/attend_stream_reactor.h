@@ -1,4 +1,4 @@
-// server/attend_stream_reactor.h
+// server/frontend/attend_stream_reactor.h
 //
 // AttendStreamReactor: one AttendStream call (see the proto for the
 // protocol). It checks the header as soon as it arrives, reserves the call's
@@ -31,11 +31,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "attnserve/v1/attention.grpc.pb.h"
-#include "call_gate.h"
-#include "job.h"
+#include "frontend/call_gate.h"
+#include "scheduling/job.h"
 #include "limits/stream_watchdog.h"
 #include "runtime.h"
-#include "stats.h"
+#include "observability/stats.h"
 
 namespace attn::server {
 

@@ -1,4 +1,4 @@
-// server/kernel_catalog.h
+// server/backends/kernel_catalog.h
 //
 // KernelCatalog: the kernels one backend of this server can run, each
 // resolved once (at start-up) into an attn::KernelHandle, and which one a

@@ -1,4 +1,4 @@
-#include "tensor_codec.h"
+#include "frontend/tensor_codec.h"
 
 #include <algorithm>
 #include <cctype>

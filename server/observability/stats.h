@@ -1,4 +1,4 @@
-// server/stats.h
+// server/observability/stats.h
 //
 // Stats: the server's cumulative counters (the GetStats RPC), in the style
 // of Triton's statistics extension: counts and summed phase times since
@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "job.h"
+#include "scheduling/job.h"
 
 namespace attnserve::v1 {
 class ServerStats;

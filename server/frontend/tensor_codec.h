@@ -1,4 +1,4 @@
-// server/tensor_codec.h
+// server/frontend/tensor_codec.h
 //
 // The front end's translation between attnserve.v1 messages and RequestSpec:
 // every check a request gets before it may queue, and the response fields
@@ -35,8 +35,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "attnserve/v1/attention.pb.h"
-#include "job.h"
-#include "kernel_catalog.h"
+#include "scheduling/job.h"
+#include "backends/kernel_catalog.h"
 #include "server_options.h"
 
 namespace attn::server {

@@ -1,4 +1,4 @@
-// server/scheduler.h
+// server/scheduling/scheduler.h
 //
 // Scheduler: a bounded FIFO of jobs in front of a fixed set of executors,
 // each served by its own worker thread (for CUDA: one per device stream).
@@ -32,8 +32,8 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "executor.h"
-#include "job.h"
+#include "backends/executor.h"
+#include "scheduling/job.h"
 
 namespace attn::server {
 

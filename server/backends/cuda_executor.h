@@ -1,4 +1,4 @@
-// server/cuda_executor.h
+// server/backends/cuda_executor.h
 //
 // The CUDA backend's executors. Implemented in cuda_executor.cc in builds
 // with CUDA (ATTN_HAVE_CUDA) and in cuda_executor_none.cc otherwise, so a
@@ -27,7 +27,7 @@
 #include "absl/status/statusor.h"
 #include "attn/attention.h"
 #include "attn/device.h"
-#include "executor.h"
+#include "backends/executor.h"
 
 namespace attn::server {
 

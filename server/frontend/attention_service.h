@@ -1,4 +1,4 @@
-// server/attention_service.h
+// server/frontend/attention_service.h
 //
 // AttentionService: the attnserve.v1.Attention front end on gRPC's callback
 // API. Handlers decode and validate on the gRPC thread (cheap: no tensor
@@ -15,7 +15,7 @@
 #include <atomic>
 
 #include "attnserve/v1/attention.grpc.pb.h"
-#include "call_gate.h"
+#include "frontend/call_gate.h"
 #include "runtime.h"
 
 namespace attn::server {

@@ -1,4 +1,4 @@
-// server/job.h
+// server/scheduling/job.h
 //
 // The unit of work between the RPC front end, the scheduler and the
 // executors: one decoded attention request, the buffers it reads and writes,

@@ -1,4 +1,4 @@
-#include "attention_service.h"
+#include "frontend/attention_service.h"
 
 #include <memory>
 #include <string>
@@ -9,10 +9,10 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
-#include "attend_stream_reactor.h"
-#include "request_log.h"
+#include "frontend/attend_stream_reactor.h"
+#include "observability/request_log.h"
 #include "status_util.h"
-#include "tensor_codec.h"
+#include "frontend/tensor_codec.h"
 
 namespace attn::server {
 namespace {

@@ -1,6 +1,6 @@
 // The CUDA backend's executors (see cuda_executor.h). Compiled only when
 // ATTN_HAVE_CUDA.
-#include "cuda_executor.h"
+#include "backends/cuda_executor.h"
 
 #include <cuda_runtime.h>
 
@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "cuda_memory.h"
-#include "log.h"
+#include "backends/cuda_memory.h"
+#include "observability/log.h"
 #include "status_util.h"
 
 namespace attn::server {

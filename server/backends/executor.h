@@ -1,4 +1,4 @@
-// server/executor.h
+// server/backends/executor.h
 //
 // Executor: runs jobs on one compute resource (a CUDA stream with its
 // buffers, or a set of CPU threads). The scheduler gives each executor its
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "job.h"
+#include "scheduling/job.h"
 
 namespace attn::server {
 

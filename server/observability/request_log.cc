@@ -1,4 +1,4 @@
-#include "request_log.h"
+#include "observability/request_log.h"
 
 #include <string>
 
@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "log.h"
-#include "tensor_codec.h"
+#include "observability/log.h"
+#include "frontend/tensor_codec.h"
 
 namespace attn::server {
 namespace {

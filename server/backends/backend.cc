@@ -1,13 +1,13 @@
-#include "backend.h"
+#include "backends/backend.h"
 
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "cpu_executor.h"
-#include "cuda_executor.h"
-#include "log.h"
+#include "backends/cpu_executor.h"
+#include "backends/cuda_executor.h"
+#include "observability/log.h"
 #include "status_util.h"
 
 namespace attn::server {

@@ -1,4 +1,4 @@
-#include "log.h"
+#include "observability/log.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "cuda_memory.h"
+#include "backends/cuda_memory.h"
 
 #include "absl/strings/str_format.h"
 

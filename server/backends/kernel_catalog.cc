@@ -1,4 +1,4 @@
-#include "kernel_catalog.h"
+#include "backends/kernel_catalog.h"
 
 #include <algorithm>
 #include <utility>

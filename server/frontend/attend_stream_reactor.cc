@@ -1,13 +1,13 @@
-#include "attend_stream_reactor.h"
+#include "frontend/attend_stream_reactor.h"
 
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "request_log.h"
+#include "observability/request_log.h"
 #include "status_util.h"
-#include "tensor_codec.h"
+#include "frontend/tensor_codec.h"
 
 namespace attn::server {
 namespace {

@@ -1,10 +1,10 @@
-#include "scheduler.h"
+#include "scheduling/scheduler.h"
 
 #include <utility>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "log.h"
+#include "observability/log.h"
 
 namespace attn::server {
 

@@ -1,4 +1,4 @@
-// server/log.h
+// server/observability/log.h
 //
 // A minimal line logger for the server (Debian's Abseil 20220623 has no
 // absl/log). Each call writes exactly one line to stderr, whole, so lines of

@@ -1,4 +1,4 @@
-#include "cpu_executor.h"
+#include "backends/cpu_executor.h"
 
 #include <algorithm>
 #include <thread>
