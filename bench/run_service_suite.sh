@@ -38,7 +38,7 @@ if [[ ",$steps," == *",loadgen,"* ]]; then
   server=$!
   for _ in $(seq 1 300); do [ -s "$out/port" ] && break; sleep 0.2; done
   "$bundle/bin/attn_loadgen" --address="127.0.0.1:$(cat "$out/port")" --shape=1,4096,16,128 \
-    --dtype=bf16 --concurrency=1:64:x2 --warmup=2s --duration=8s --channels=4 \
+    --dtype=bf16 --concurrency=1:64:x2 --warmup=2s --duration=8s \
     --out_dir="$out/loadgen" --label="H200, CUDA backend, loopback" --progress=never \
     >"$out/loadgen.txt" 2>&1 || status=1
   cat "$out/loadgen.txt"

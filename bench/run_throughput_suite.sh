@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The service throughput table of issue 11, in one run on a GPU host, from a
+# relocatable bundle (deploy/bundle.sh):
+#   1. the GPU pipeline ceiling per shape, in-process (pipeline_ceiling.py:
+#      pinned H2D + production kernel + D2H on 1..8 streams; kernel alone);
+#   2. the transport ceiling: attn_server --backend=transport_only (a
+#      measurement mode: nothing computed, NaN outputs) under attn_loadgen;
+#   3. the service: attn_server --backend=cuda under the same attn_loadgen.
+# Both loadgen runs use the client's default settings unless CLIENT_FLAGS
+# says otherwise.
+#
+#   run_throughput_suite.sh <bundle dir> <output dir>
+#   env: SHAPES ("1,4096,16,128 1,512,16,128"), LEVELS (1,8,32,64),
+#        MODES ("transport_only cuda"), DURATION (5s), WARMUP (2s),
+#        SERVER_FLAGS, CLIENT_FLAGS, TAG (names the output files),
+#        PIPELINE (1: run step 1)
+set -uo pipefail
+bundle="$(cd "$1" && pwd)"
+out="$2"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+shapes="${SHAPES:-1,4096,16,128 1,512,16,128}"
+levels="${LEVELS:-1,8,32,64}"
+modes="${MODES:-transport_only cuda}"
+tag="${TAG:-default}"
+status=0
+
+for shape in $shapes; do
+  if [ "${PIPELINE:-1}" = 1 ]; then
+    echo "== GPU pipeline ceiling, shape $shape bf16"
+    python3 "$here/pipeline_ceiling.py" --lib "$bundle/lib/libattn_c.so" --shape "$shape" ||
+      status=1
+  fi
+  for mode in $modes; do
+    name="${tag}_${mode}_${shape//,/x}"
+    echo "== attn_loadgen against --backend=$mode, shape $shape bf16 [$tag]" \
+         "server: ${SERVER_FLAGS:-defaults}; client: ${CLIENT_FLAGS:-defaults}"
+    rm -f "$out/$name.port"
+    # shellcheck disable=SC2086  # flag lists split on purpose
+    "$bundle/bin/attn_server" --backend="$mode" --listen=127.0.0.1:0 --port_file="$out/$name.port" \
+      --queue_capacity=256 --log_level=warning --request_log_level=warning ${SERVER_FLAGS:-} \
+      >"$out/$name.server.log" 2>&1 &
+    server=$!
+    for _ in $(seq 1 300); do [ -s "$out/$name.port" ] && break; sleep 0.2; done
+    # shellcheck disable=SC2086
+    "$bundle/bin/attn_loadgen" --address="127.0.0.1:$(cat "$out/$name.port")" --shape="$shape" \
+      --dtype=bf16 --concurrency="$levels" --warmup="${WARMUP:-2s}" --duration="${DURATION:-5s}" \
+      --csv="$out/$name.csv" --label="$mode $shape [$tag]" --progress=never ${CLIENT_FLAGS:-} \
+      >"$out/$name.txt" 2>&1 || status=1
+    cat "$out/$name.txt"
+    kill -TERM "$server"
+    wait "$server" || { echo "attn_server ($mode) exited non-zero"; tail -5 "$out/$name.server.log"; status=1; }
+  done
+done
+exit $status
