@@ -34,6 +34,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/kernels/include/attn/dtype.h
               ${PROJECT_SOURCE_DIR}/kernels/include/attn/tensor.h
               ${PROJECT_SOURCE_DIR}/kernels/include/attn/problem.h
               ${PROJECT_BINARY_DIR}/generated/include/attn/version.h
+              ${PROJECT_SOURCE_DIR}/proto/include/attn/http2_tuning.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attn)
 install(FILES ${PROJECT_SOURCE_DIR}/proto/attnserve/v1/attention.proto
               ${PROJECT_BINARY_DIR}/proto/gen/attnserve/v1/attention.pb.h

@@ -29,8 +29,9 @@ ABSL_FLAG(std::string, port_file, "",
           "If set, write the bound port number and a newline to this file once the server "
           "reports SERVING.");
 ABSL_FLAG(BackendChoice, backend, BackendChoice::kAuto,
-          "auto|cuda|cpu. auto picks cuda when this build has CUDA and a GPU of compute "
-          "capability >= 8.0 is visible, else cpu.");
+          "auto|cuda|cpu|transport_only. auto picks cuda when this build has CUDA and a GPU "
+          "of compute capability >= 8.0 is visible, else cpu. transport_only is a measurement "
+          "mode: requests are checked but nothing is computed (outputs are NaN).");
 ABSL_FLAG(std::string, devices, "",
           "CUDA device ordinals to serve on, e.g. \"0,1\"; empty = every usable device.");
 ABSL_FLAG(int, streams_per_device, 2,
@@ -69,6 +70,9 @@ ABSL_FLAG(double, drain_upload_idle_s, 1.0,
 ABSL_FLAG(int, max_concurrent_streams, 100,
           "Calls at once on one client connection (HTTP/2 MAX_CONCURRENT_STREAMS); more wait "
           "in the client.");
+ABSL_FLAG(int, copy_threads, attn::server::ServerOptions{}.copy_threads,
+          "CUDA backend: helper threads that copy request tensors into pinned staging, shared "
+          "by all streams (0 = each stream's worker copies alone).");
 ABSL_FLAG(int, cpu_threads, 0,
           "CPU backend: threads per request; 0 = the host's hardware concurrency.");
 ABSL_FLAG(int, cpu_workers, 1, "CPU backend: requests run at the same time.");
@@ -90,6 +94,19 @@ ABSL_FLAG(LogLevel, request_log_level, LogLevel::kInfo,
           "debug|info|warning|error: level of the one line per Attend/AttendStream call "
           "(id, shape, dtype, kernel, timings, status); below --log_level they are dropped. "
           "Server-side failures (INTERNAL) are always logged at error.");
+ABSL_FLAG(int, http2_max_frame_bytes, attn::Http2Tuning{}.max_frame_bytes,
+          "HTTP/2 SETTINGS_MAX_FRAME_SIZE this server advertises (16384..16777215; 0 = gRPC's "
+          "default, 16 KiB). Larger frames cut per-frame work on tensor-sized messages.");
+ABSL_FLAG(int, http2_stream_window_bytes, attn::Http2Tuning{}.stream_window_bytes,
+          "Initial HTTP/2 stream receive window (0 = gRPC's default, 64 KiB); BDP probing grows "
+          "it further.");
+ABSL_FLAG(int, http2_write_buffer_bytes, attn::Http2Tuning{}.write_buffer_bytes,
+          "Bytes gRPC buffers for writing on one connection (0 = gRPC's default).");
+ABSL_FLAG(int, tcp_read_chunk_bytes, attn::Http2Tuning{}.read_chunk_bytes,
+          "First socket read size (0 = gRPC's default, 8 KiB); reads adapt up to "
+          "--tcp_max_read_chunk_bytes.");
+ABSL_FLAG(int, tcp_max_read_chunk_bytes, attn::Http2Tuning{}.max_read_chunk_bytes,
+          "Largest socket read (0 = gRPC's default, 4 MiB).");
 ABSL_FLAG(bool, reflection, true, "Serve gRPC server reflection (for grpcurl and grpc_cli).");
 
 namespace {
@@ -115,6 +132,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   options->backend = absl::GetFlag(FLAGS_backend);
   if (!ParseDevices(absl::GetFlag(FLAGS_devices), &options->devices, error)) return false;
   options->streams_per_device = absl::GetFlag(FLAGS_streams_per_device);
+  options->copy_threads = absl::GetFlag(FLAGS_copy_threads);
   options->cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   options->cpu_workers = absl::GetFlag(FLAGS_cpu_workers);
   options->limits.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
@@ -131,6 +149,11 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   options->drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
   options->max_connection_age = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_s));
   options->reflection = absl::GetFlag(FLAGS_reflection);
+  options->http2.max_frame_bytes = absl::GetFlag(FLAGS_http2_max_frame_bytes);
+  options->http2.stream_window_bytes = absl::GetFlag(FLAGS_http2_stream_window_bytes);
+  options->http2.write_buffer_bytes = absl::GetFlag(FLAGS_http2_write_buffer_bytes);
+  options->http2.read_chunk_bytes = absl::GetFlag(FLAGS_tcp_read_chunk_bytes);
+  options->http2.max_read_chunk_bytes = absl::GetFlag(FLAGS_tcp_max_read_chunk_bytes);
   options->request_log_level = absl::GetFlag(FLAGS_request_log_level);
 
   struct Range {
@@ -145,8 +168,14 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
       {"--max_concurrent_streams", options->max_concurrent_streams, 1, 1 << 20},
       {"--streams_per_device", options->streams_per_device, 1, 16},
       {"--cpu_threads", options->cpu_threads, 0, 1024},
+      {"--copy_threads", options->copy_threads, 0, 64},
       {"--cpu_workers", options->cpu_workers, 1, 1024},
       {"--stream_chunk_bytes", options->stream_chunk_bytes, 1024, int64_t{64} << 20},
+      {"--http2_max_frame_bytes", options->http2.max_frame_bytes, 0, (1 << 24) - 1},
+      {"--http2_stream_window_bytes", options->http2.stream_window_bytes, 0, 1 << 30},
+      {"--http2_write_buffer_bytes", options->http2.write_buffer_bytes, 0, 1 << 30},
+      {"--tcp_read_chunk_bytes", options->http2.read_chunk_bytes, 0, 1 << 30},
+      {"--tcp_max_read_chunk_bytes", options->http2.max_read_chunk_bytes, 0, 1 << 30},
   };
   for (const Range& r : ranges) {
     if (r.value < r.min || r.value > r.max) {

@@ -52,6 +52,9 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const ServerOptions& op
   std::unique_ptr<Runtime> runtime(new Runtime(options, std::move(setup.catalog)));
   runtime->devices_ = std::move(setup.devices);
   runtime->choice_reason_ = std::move(setup.choice_reason);
+  runtime->backend_name_ = setup.backend_name.empty()
+                               ? std::string(BackendName(runtime->catalog_.backend()))
+                               : std::move(setup.backend_name);
   runtime->scheduler_ = std::make_unique<Scheduler>(
       std::move(setup.executors), options.limits.queue_capacity, std::move(on_all_failed));
   return runtime;

@@ -33,7 +33,7 @@ class Runtime {
   const ServerOptions& options() const { return options_; }
   const Limits& limits() const { return options_.limits; }
   const KernelCatalog& catalog() const { return catalog_; }
-  absl::string_view backend_name() const { return BackendName(catalog_.backend()); }
+  absl::string_view backend_name() const { return backend_name_; }
   Scheduler& scheduler() { return *scheduler_; }
   Stats& stats() { return stats_; }
   ByteBudget& stream_budget() { return stream_budget_; }
@@ -67,6 +67,7 @@ class Runtime {
   const KernelCatalog catalog_;
   std::vector<DeviceInfo> devices_;
   std::string choice_reason_;
+  std::string backend_name_;
   std::unique_ptr<Scheduler> scheduler_;
   Stats stats_;
   ByteBudget stream_budget_;

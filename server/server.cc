@@ -101,6 +101,10 @@ absl::StatusOr<std::unique_ptr<AttentionServer>> AttentionServer::Create(
   const int max_message = static_cast<int>(options.limits.max_message_bytes);
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
+  // Frames, windows and socket reads sized for tensors (attn/http2_tuning.h).
+  for (const auto& [name, value] : options.http2.ChannelArgs()) {
+    builder.AddChannelArgument(name, value);
+  }
   // Calls at once on one connection (idle streams each hold server state).
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
   if (options.max_connection_age > absl::ZeroDuration()) {

@@ -10,19 +10,22 @@ absl::string_view BackendChoiceName(BackendChoice choice) {
       return "cuda";
     case BackendChoice::kCpu:
       return "cpu";
+    case BackendChoice::kTransportOnly:
+      return "transport_only";
   }
   return "unknown";
 }
 
 bool AbslParseFlag(absl::string_view text, BackendChoice* choice, std::string* error) {
   for (BackendChoice candidate :
-       {BackendChoice::kAuto, BackendChoice::kCuda, BackendChoice::kCpu}) {
+       {BackendChoice::kAuto, BackendChoice::kCuda, BackendChoice::kCpu,
+        BackendChoice::kTransportOnly}) {
     if (text == BackendChoiceName(candidate)) {
       *choice = candidate;
       return true;
     }
   }
-  *error = "must be one of auto, cuda, cpu";
+  *error = "must be one of auto, cuda, cpu, transport_only";
   return false;
 }
 

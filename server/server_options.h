@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "attn/dtype.h"
+#include "attn/http2_tuning.h"
 #include "observability/log.h"
 
 namespace attn::server {
@@ -23,9 +24,14 @@ enum class BackendChoice : int {
   kAuto = 0,  // CUDA when the build has it and a usable GPU is visible, else CPU
   kCuda = 1,  // CUDA or fail to start
   kCpu = 2,   // the multi-threaded CPU reference kernel
+  // Measurement only, never chosen by auto: requests are decoded and checked
+  // as on the real backend, but nothing is computed; outputs are NaN and
+  // responses name this backend. Measures what the transport alone allows.
+  kTransportOnly = 3,
 };
 
-absl::string_view BackendChoiceName(BackendChoice choice);  // "auto", "cuda", "cpu"
+// "auto", "cuda", "cpu", "transport_only"
+absl::string_view BackendChoiceName(BackendChoice choice);
 bool AbslParseFlag(absl::string_view text, BackendChoice* choice, std::string* error);
 std::string AbslUnparseFlag(BackendChoice choice);
 
@@ -81,6 +87,9 @@ struct ServerOptions {
   // CUDA streams per device, each with its own worker and buffers, so one
   // request's copies overlap another's kernel.
   int streams_per_device = 2;
+  // CUDA backend: helper threads that copy request tensors into pinned
+  // staging, shared by all streams (0: each worker copies alone).
+  int copy_threads = 4;
   // Threads of one CPU-backend request; 0 = the host's hardware concurrency.
   int cpu_threads = 0;
   // Requests the CPU backend runs at once (each with cpu_threads threads).
@@ -115,6 +124,10 @@ struct ServerOptions {
   // added since they connected. Calls in flight finish first (grace period =
   // drain_timeout).
   absl::Duration max_connection_age = absl::ZeroDuration();
+
+  // HTTP/2 frame, window and socket-read sizes for tensor-sized messages
+  // (the client applies the same defaults).
+  Http2Tuning http2;
 
   // Register the gRPC server reflection service (grpcurl, grpc_cli).
   bool reflection = true;

@@ -44,9 +44,9 @@
 
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(30),
           "Deadline of each request (bounds how long a level can drain).");
-ABSL_FLAG(int, channels, 4,
-          "Connections to spread requests over (round robin); one TCP connection caps "
-          "large-tensor throughput.");
+ABSL_FLAG(int, channels, 1,
+          "Clients to spread requests over (round robin), each with its own --connections TCP "
+          "connections.");
 
 ABSL_FLAG(std::string, shape, "1,4096,16,128",
           "B,S,H,D of every request's Q (random N(0,1) data); K/V, masks, LSE and varlen: "
@@ -273,6 +273,8 @@ int main(int argc, char** argv) {
   context.kernel = call.kernel;
   context.transport = transport;
   context.channels = channels;
+  // TCP connections in all: each client spreads its calls over its own.
+  const int connections = channels * clients.front()->connection_count();
   context.spec = base;
   context.server_info = clients.front()->server_info();
 
@@ -283,7 +285,7 @@ int main(int argc, char** argv) {
                                static_cast<double>(context.response_bytes) / (1 << 20),
                                cost.flops / 1e9,
                                absl::FormatDuration(base.warmup),
-                               absl::FormatDuration(base.duration), channels)
+                               absl::FormatDuration(base.duration), connections)
             << lg::TextHeader() << std::flush;
 
   lg::LevelRunner runner(client_ptrs, inputs, call);
@@ -340,7 +342,7 @@ int main(int argc, char** argv) {
     const std::string subtitle = absl::StrFormat(
         "%s, %s, %s per level after %s warm-up, %d connection(s); %s", context.address,
         base.mode == lg::LoadMode::kClosedLoop ? "closed loop" : "open loop",
-        absl::FormatDuration(base.duration), absl::FormatDuration(base.warmup), channels,
+        absl::FormatDuration(base.duration), absl::FormatDuration(base.warmup), connections,
         context.started_at);
     ok &= WriteFile(path, lg::RenderLatencyPlot(lg::Headline(context), subtitle, summaries,
                                                 cost.tensor_bytes));

@@ -84,17 +84,29 @@ const char* HealthStatusName(HealthStatus status) {
 absl::StatusOr<std::unique_ptr<AttentionClient>> AttentionClient::Connect(
     const ClientOptions& options) {
   KeepGrpcRuntimeUp();
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = internal::CreateChannel(options);
-  if (!channel.ok()) return channel.status();
-  std::unique_ptr<AttentionClient> client(new AttentionClient(options, *std::move(channel)));
+  if (options.connections < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("connections is ", options.connections, "; it must be >= 0 (0 = default)"));
+  }
+  std::vector<std::unique_ptr<Connection>> connections;
+  for (int i = 0; i < options.ConnectionCount(); ++i) {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = internal::CreateChannel(options);
+    if (!channel.ok()) return channel.status();
+    connections.push_back(std::make_unique<Connection>(*std::move(channel)));
+  }
+  std::unique_ptr<AttentionClient> client(new AttentionClient(options, std::move(connections)));
 
-  if (!client->channel_->WaitForConnected(DeadlineAfter(options.connect_timeout))) {
+  const std::shared_ptr<grpc::Channel>& first = client->channel();
+  if (!first->WaitForConnected(DeadlineAfter(options.connect_timeout))) {
     return absl::UnavailableError(absl::StrCat(
         "cannot connect to attnserve at '", options.address, "' within ",
         absl::FormatDuration(options.connect_timeout), " (channel state ",
-        ChannelStateName(client->channel_->GetState(false)), "): is attn_server running there",
+        ChannelStateName(first->GetState(false)), "): is attn_server running there",
         options.tls.enabled ? ", and does its TLS certificate verify?" : "?"));
   }
+  // The others connect on their first call (a call on an idle channel waits
+  // for its first connection attempt), so a client that makes one call opens
+  // one connection.
   if (options.fetch_server_info) {
     absl::StatusOr<pb::ServerInfo> info = client->GetServerInfo();
     if (!info.ok()) return info.status();
@@ -114,12 +126,17 @@ absl::StatusOr<std::unique_ptr<AttentionClient>> AttentionClient::Connect(
   return client;
 }
 
+AttentionClient::Connection::Connection(std::shared_ptr<grpc::Channel> c)
+    : channel(std::move(c)), stub(pb::Attention::NewStub(channel)), generic_stub(channel) {}
+
 AttentionClient::AttentionClient(const ClientOptions& options,
-                                 std::shared_ptr<grpc::Channel> channel)
-    : options_(options),
-      channel_(std::move(channel)),
-      stub_(pb::Attention::NewStub(channel_)),
-      generic_stub_(channel_) {}
+                                 std::vector<std::unique_ptr<Connection>> connections)
+    : options_(options), connections_(std::move(connections)) {}
+
+AttentionClient::Connection& AttentionClient::NextConnection() {
+  const uint64_t n = next_connection_.fetch_add(1, std::memory_order_relaxed);
+  return *connections_[n % connections_.size()];
+}
 
 AttentionClient::~AttentionClient() {
   absl::MutexLock lock(&mu_);
@@ -222,7 +239,7 @@ void AttentionClient::StartUnary(std::shared_ptr<const AttentionInputs> inputs,
   call->inputs = std::move(inputs);
   call->marshal_ns = internal::MonotonicNanos() - call->start_ns;
 
-  generic_stub_.UnaryCall(
+  NextConnection().generic_stub.UnaryCall(
       &call->context, kAttendMethod, grpc::StubOptions(), &call->request, &call->response,
       [this, call](grpc::Status status) {
         std::unique_ptr<UnaryCall> owned(call);
@@ -265,7 +282,7 @@ void AttentionClient::StartStream(std::shared_ptr<const AttentionInputs> inputs,
   PrepareContext(context.get(), options.timeout);
   pb::AttendRequest header = internal::MakeRequestHeader(*inputs, options);
   internal::AttendStreamCall::Start(
-      stub_.get(), std::move(context), std::move(header), std::move(inputs),
+      NextConnection().stub.get(), std::move(context), std::move(header), std::move(inputs),
       options_.stream_chunk_bytes, start_ns,
       [this, done = std::move(done)](const grpc::Status& status, AttendResult value) mutable {
         if (status.ok()) {
@@ -281,7 +298,7 @@ absl::StatusOr<pb::ListKernelsResponse> AttentionClient::ListKernels() {
   grpc::ClientContext context;
   PrepareContext(&context, absl::ZeroDuration());
   pb::ListKernelsResponse response;
-  const grpc::Status status = stub_->ListKernels(&context, pb::ListKernelsRequest(), &response);
+  const grpc::Status status = connections_.front()->stub->ListKernels(&context, pb::ListKernelsRequest(), &response);
   if (!status.ok()) return CallError(status, "ListKernels");
   return response;
 }
@@ -291,7 +308,7 @@ absl::StatusOr<pb::ServerInfo> AttentionClient::GetServerInfo() {
   PrepareContext(&context, absl::ZeroDuration());
   pb::ServerInfo response;
   const grpc::Status status =
-      stub_->GetServerInfo(&context, pb::GetServerInfoRequest(), &response);
+      connections_.front()->stub->GetServerInfo(&context, pb::GetServerInfoRequest(), &response);
   if (!status.ok()) return CallError(status, "GetServerInfo");
   return response;
 }
@@ -300,7 +317,7 @@ absl::StatusOr<pb::ServerStats> AttentionClient::GetStats() {
   grpc::ClientContext context;
   PrepareContext(&context, absl::ZeroDuration());
   pb::ServerStats response;
-  const grpc::Status status = stub_->GetStats(&context, pb::GetStatsRequest(), &response);
+  const grpc::Status status = connections_.front()->stub->GetStats(&context, pb::GetStatsRequest(), &response);
   if (!status.ok()) return CallError(status, "GetStats");
   return response;
 }
@@ -313,7 +330,7 @@ absl::StatusOr<HealthStatus> AttentionClient::CheckHealth(const std::string& ser
   grpc::ByteBuffer response;
   absl::Notification done;
   grpc::Status status;
-  generic_stub_.UnaryCall(&context, internal::kHealthCheckMethod, grpc::StubOptions(), &request,
+  connections_.front()->generic_stub.UnaryCall(&context, internal::kHealthCheckMethod, grpc::StubOptions(), &request,
                           &response, [&status, &done](grpc::Status s) {
                             status = std::move(s);
                             done.Notify();

@@ -71,11 +71,12 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> CreateChannel(const ClientOptions
   if (!options.load_balancing_policy.empty()) {
     args.SetLoadBalancingPolicyName(options.load_balancing_policy);
   }
-  if (options.dedicated_connection) {
+  if (options.dedicated_connection || options.ConnectionCount() > 1) {
     // Channels share TCP connections (subchannels) through a global pool
     // keyed by target and arguments; a local pool gives this one its own.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   }
+  for (const auto& [name, value] : options.http2.ChannelArgs()) args.SetInt(name, value);
   args.SetString(GRPC_ARG_PRIMARY_USER_AGENT_STRING, "attnserve-cpp-client");
   return grpc::CreateCustomChannel(options.address, *credentials, args);
 }

@@ -23,6 +23,15 @@ ABSL_FLAG(int64_t, max_message_bytes, attn::kMaxGrpcMessageBytes,
 ABSL_FLAG(int64_t, stream_threshold_bytes, 0,
           "Stream requests larger than this; 0 = the server's message limit.");
 ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{4} << 20, "Bytes per streamed chunk.");
+ABSL_FLAG(int, connections, 0,
+          "TCP connections one client spreads its calls over; 0 = the library's default "
+          "(attn::ClientOptions::kDefaultConnections).");
+ABSL_FLAG(int, http2_max_frame_bytes, attn::Http2Tuning{}.max_frame_bytes,
+          "HTTP/2 SETTINGS_MAX_FRAME_SIZE this client advertises (0 = gRPC's default, 16 KiB).");
+ABSL_FLAG(int, http2_stream_window_bytes, attn::Http2Tuning{}.stream_window_bytes,
+          "Initial HTTP/2 stream receive window (0 = gRPC's default, 64 KiB).");
+ABSL_FLAG(int, tcp_read_chunk_bytes, attn::Http2Tuning{}.read_chunk_bytes,
+          "First socket read size (0 = gRPC's default, 8 KiB).");
 
 namespace attn::tools {
 
@@ -41,6 +50,10 @@ ClientOptions ClientOptionsFromFlags() {
   options.max_send_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.stream_threshold_bytes = absl::GetFlag(FLAGS_stream_threshold_bytes);
   options.stream_chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
+  options.connections = absl::GetFlag(FLAGS_connections);
+  options.http2.max_frame_bytes = absl::GetFlag(FLAGS_http2_max_frame_bytes);
+  options.http2.stream_window_bytes = absl::GetFlag(FLAGS_http2_stream_window_bytes);
+  options.http2.read_chunk_bytes = absl::GetFlag(FLAGS_tcp_read_chunk_bytes);
   return options;
 }
 

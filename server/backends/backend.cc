@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "backends/cpu_executor.h"
 #include "backends/cuda_executor.h"
+#include "backends/transport_only_executor.h"
 #include "observability/log.h"
 #include "status_util.h"
 
@@ -69,8 +70,32 @@ absl::StatusOr<BackendSetup> CreateCudaBackend(const ServerOptions& options, std
   // varlen sequence as at least one token: both fit max_tokens / head_dim.
   cuda.max_rows = options.limits.max_tokens_per_request / setup.catalog.MinHeadDim();
   cuda.warmup_kernel = &setup.catalog.default_kernel();
+  cuda.copy_threads = options.copy_threads;
   ASSIGN_OR_RETURN(setup.executors, CreateCudaExecutors(cuda));
   setup.choice_reason = std::move(reason);
+  return setup;
+}
+
+// Enough workers that they never bound the measurement: each only fills an
+// output buffer.
+constexpr int kTransportOnlyWorkers = 8;
+
+absl::StatusOr<BackendSetup> CreateTransportOnlyBackend(const ServerOptions& options) {
+  BackendSetup setup;
+  ASSIGN_OR_RETURN(setup.catalog,
+                   KernelCatalog::ForBackend(BuiltWithCuda() ? Backend::kCuda : Backend::kCpu));
+  // The largest output; an LSE (4 bytes per row of at least one 16-bit
+  // element per head_dim >= 8 elements) is always smaller.
+  auto nan_bytes = std::make_shared<const std::string>(
+      static_cast<size_t>(options.limits.MaxTensorBytes()), '\xff');
+  for (int i = 0; i < kTransportOnlyWorkers; ++i) {
+    setup.executors.push_back(std::make_unique<TransportOnlyExecutor>(i, nan_bytes));
+  }
+  setup.backend_name = kTransportOnlyBackendName;
+  setup.choice_reason = "--backend=transport_only";
+  LOGF(kWarning,
+       "--backend=transport_only: MEASUREMENT MODE, no attention is computed and every output "
+       "is NaN; responses say so");
   return setup;
 }
 
@@ -82,6 +107,8 @@ absl::StatusOr<BackendSetup> CreateBackend(const ServerOptions& options) {
       return CreateCpuBackend(options, "--backend=cpu");
     case BackendChoice::kCuda:
       return CreateCudaBackend(options, "--backend=cuda");
+    case BackendChoice::kTransportOnly:
+      return CreateTransportOnlyBackend(options);
     case BackendChoice::kAuto:
       break;
   }

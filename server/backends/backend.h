@@ -6,7 +6,10 @@
 //   auto  CUDA when this build has it and a usable GPU (compute capability
 //         >= 8.0) is visible, else CPU;
 //   cuda  CUDA or an error (FAILED_PRECONDITION) saying why not;
-//   cpu   the CPU reference, cpu_workers executors of cpu_threads threads.
+//   cpu   the CPU reference, cpu_workers executors of cpu_threads threads;
+//   transport_only  measurement mode: requests are checked as the real
+//         backend of this build would (the CUDA catalog when built with
+//         CUDA), nothing is computed, outputs are NaN.
 #ifndef ATTN_SERVER_BACKEND_H_
 #define ATTN_SERVER_BACKEND_H_
 
@@ -27,6 +30,8 @@ struct BackendSetup {
   std::vector<DeviceInfo> devices;  // CUDA devices served; empty on the CPU backend
   std::vector<std::unique_ptr<Executor>> executors;
   std::string choice_reason;  // why this backend, for the start-up log
+  // What ServerInfo and responses call the backend; empty: the catalog's.
+  std::string backend_name;
 };
 
 absl::StatusOr<BackendSetup> CreateBackend(const ServerOptions& options);

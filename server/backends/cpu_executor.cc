@@ -1,6 +1,8 @@
 #include "backends/cpu_executor.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -30,7 +32,15 @@ absl::Status CpuExecutor::Run(Job& job) {
     job.lse->resize(static_cast<size_t>(spec.LseBytes()));
     lse = reinterpret_cast<float*>(job.lse->data());
   }
-  const AttentionArgs args = spec.Args(job.q.data(), job.k.data(), job.v.data(), job.out->data(), lse);
+  // The CPU kernel reads whole, aligned arrays: tensors that arrived in
+  // several slices, or at an odd offset, are gathered first (the CUDA
+  // executor copies them to staging piece by piece instead).
+  constexpr size_t kAlignment = alignof(uint16_t);  // the kernel's 16-bit elements
+  std::string q_scratch, k_scratch, v_scratch;
+  const AttentionArgs args = spec.Args(job.q.Contiguous(&q_scratch, kAlignment).data(),
+                                       job.k.Contiguous(&k_scratch, kAlignment).data(),
+                                       job.v.Contiguous(&v_scratch, kAlignment).data(),
+                                       job.out->data(), lse);
   // The front end checked the problem; this checks the arguments (host
   // pointers, the host cu_seqlens) by the kernel's own rules.
   if (absl::Status valid = ValidateArgs(args, spec.kernel_info()); !valid.ok()) return valid;

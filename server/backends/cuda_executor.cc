@@ -11,6 +11,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "backends/cuda_memory.h"
+#include "backends/parallel_copier.h"
+#include "backends/pinned_output_pool.h"
 #include "observability/log.h"
 #include "status_util.h"
 
@@ -49,15 +51,21 @@ struct BufferSizes {
   int64_t PinnedOut() const { return tensor + lse; }        // o, lse
 };
 
+// Pinned output buffers per executor that responses are sent from (see
+// pinned_output_pool.h): enough for the responses of the requests a stream
+// finishes while earlier ones are still being sent.
+constexpr int kLentOutputBuffers = 3;
+
 // One stream of one device with everything a request needs, allocated once.
 class CudaExecutor : public Executor {
  public:
-  static absl::StatusOr<std::unique_ptr<CudaExecutor>> Create(const DeviceInfo& device,
-                                                              int stream_index,
-                                                              const BufferSizes& sizes) {
+  static absl::StatusOr<std::unique_ptr<CudaExecutor>> Create(
+      const DeviceInfo& device, int stream_index, const BufferSizes& sizes,
+      std::shared_ptr<ParallelCopier> copier) {
     const int ordinal = device.ordinal;
     CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal), ordinal);
-    std::unique_ptr<CudaExecutor> e(new CudaExecutor(device, stream_index, sizes));
+    std::unique_ptr<CudaExecutor> e(
+        new CudaExecutor(device, stream_index, sizes, std::move(copier)));
     ASSIGN_OR_RETURN(e->stream_, CreateStream(ordinal));
     ASSIGN_OR_RETURN(e->start_, CreateEvent(ordinal, false));
     ASSIGN_OR_RETURN(e->h2d_done_, CreateEvent(ordinal, false));
@@ -72,6 +80,9 @@ class CudaExecutor : public Executor {
     }
     ASSIGN_OR_RETURN(e->h_in_, AllocatePinned(static_cast<size_t>(sizes.PinnedIn()), ordinal));
     ASSIGN_OR_RETURN(e->h_out_, AllocatePinned(static_cast<size_t>(sizes.PinnedOut()), ordinal));
+    ASSIGN_OR_RETURN(e->lent_out_, PinnedOutputPool::Create(kLentOutputBuffers,
+                                                            static_cast<size_t>(sizes.PinnedOut()),
+                                                            ordinal));
     return e;
   }
 
@@ -186,17 +197,23 @@ class CudaExecutor : public Executor {
     // below are truly async.
     const absl::Time stage_start = absl::Now();
     char* staged = static_cast<char*>(h_in_.get());
-    std::memcpy(staged + kInQ * sizes_.tensor, job.q.data(), t.q);
-    std::memcpy(staged + kInK * sizes_.tensor, job.k.data(), t.kv);
-    std::memcpy(staged + kInV * sizes_.tensor, job.v.data(), t.kv);
+    copier_->Copy({{&job.q, staged + kInQ * sizes_.tensor},
+                   {&job.k, staged + kInK * sizes_.tensor},
+                   {&job.v, staged + kInV * sizes_.tensor}});
     if (t.cu > 0) {
       std::memcpy(StagedCu(0), spec.cu_seqlens_q.data(), t.cu);
       std::memcpy(StagedCu(1), spec.cu_seqlens_k.data(), t.cu);
     }
     const int64_t stage_ns = ToNanos(absl::Now() - stage_start);
 
+    // O (and the LSE) go to a buffer the response is sent from when one is
+    // free, else to this executor's own staging, copied out below.
+    std::unique_ptr<PinnedOutputPool::Lent> lent =
+        job.takes_output_buffer ? lent_out_->Take() : nullptr;
+    char* out_host = lent != nullptr ? lent->data() : static_cast<char*>(h_out_.get());
+
     // Enqueue copy-in, poison, kernel, copy-out, with events between them.
-    absl::Status status = Enqueue(spec, t);
+    absl::Status status = Enqueue(spec, t, out_host);
     // Whatever was enqueued must finish before the buffers are reused, even
     // when a later step failed to enqueue.
     const cudaError_t synced = cudaEventSynchronize(d2h_done_.get());
@@ -213,9 +230,14 @@ class CudaExecutor : public Executor {
     RETURN_IF_ERROR(status);
 
     const absl::Time unstage_start = absl::Now();
-    const char* out = static_cast<const char*>(h_out_.get());
-    job.out->assign(out, static_cast<size_t>(t.q));
-    if (job.lse != nullptr) job.lse->assign(out + sizes_.tensor, static_cast<size_t>(t.lse));
+    if (lent != nullptr) {
+      lent->SetExtent(static_cast<size_t>(t.q), static_cast<size_t>(sizes_.tensor),
+                      static_cast<size_t>(t.lse));
+      job.output = std::move(lent);
+    } else {
+      job.out->assign(out_host, static_cast<size_t>(t.q));
+      if (job.lse != nullptr) job.lse->assign(out_host + sizes_.tensor, static_cast<size_t>(t.lse));
+    }
     const int64_t unstage_ns = ToNanos(absl::Now() - unstage_start);
 
     job.times.h2d_ns = stage_ns + h2d_ns;
@@ -224,11 +246,13 @@ class CudaExecutor : public Executor {
     return absl::OkStatus();
   }
 
-  CudaExecutor(const DeviceInfo& device, int stream_index, const BufferSizes& sizes)
+  CudaExecutor(const DeviceInfo& device, int stream_index, const BufferSizes& sizes,
+               std::shared_ptr<ParallelCopier> copier)
       : ordinal_(device.ordinal),
         name_(
             absl::StrFormat("%s (cuda:%d, stream %d)", device.name, device.ordinal, stream_index)),
-        sizes_(sizes) {}
+        sizes_(sizes),
+        copier_(std::move(copier)) {}
 
   // Pinned input layout: q, k, v at multiples of sizes_.tensor, then the
   // two cu_seqlens; output layout: o, then the LSE at sizes_.tensor.
@@ -237,7 +261,9 @@ class CudaExecutor : public Executor {
     return static_cast<char*>(h_in_.get()) + 3 * sizes_.tensor + which * sizes_.cu;
   }
 
-  absl::Status Enqueue(const RequestSpec& spec, const Transfer& t) {
+  // `out` (pinned, PinnedOut() bytes) receives O at 0 and the LSE at
+  // sizes_.tensor.
+  absl::Status Enqueue(const RequestSpec& spec, const Transfer& t, char* out) {
     cudaStream_t stream = stream_.get();
     const char* staged = static_cast<const char*>(h_in_.get());
     CUDA_RETURN_IF_ERROR(cudaEventRecord(start_.get(), stream), ordinal_);
@@ -273,7 +299,6 @@ class CudaExecutor : public Executor {
     }
     RETURN_IF_ERROR(spec.kernel->Run(args, stream));
     CUDA_RETURN_IF_ERROR(cudaEventRecord(kernel_done_.get(), stream), ordinal_);
-    char* out = static_cast<char*>(h_out_.get());
     CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(out, d_out_.get(), t.q, cudaMemcpyDeviceToHost, stream), ordinal_);
     if (t.lse > 0) {
@@ -288,12 +313,15 @@ class CudaExecutor : public Executor {
   const int ordinal_;
   const std::string name_;
   const BufferSizes sizes_;
+  const std::shared_ptr<ParallelCopier> copier_;  // shared by every executor
   bool healthy_ = true;  // read and written on the worker thread only
   CudaStream stream_;
   CudaEvent start_, h2d_done_, kernel_done_, d2h_done_;
   DeviceBuffer d_q_, d_k_, d_v_, d_out_, d_lse_, d_cu_q_, d_cu_k_;
   PinnedBuffer h_in_;   // q, k, v, cu_seqlens_q, cu_seqlens_k
   PinnedBuffer h_out_;  // o, lse
+  // Buffers lent to responses (o, lse laid out as in h_out_).
+  std::shared_ptr<PinnedOutputPool> lent_out_;
 };
 
 // RESOURCE_EXHAUSTED unless the device has room for every stream's buffers.
@@ -321,17 +349,19 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
   }
   const BufferSizes sizes = BufferSizes::For(options.max_tensor_bytes, options.max_rows);
   std::vector<std::unique_ptr<Executor>> executors;
+  auto copier = std::make_shared<ParallelCopier>(options.copy_threads);
   for (const DeviceInfo& device : options.devices) {
     RETURN_IF_ERROR(CheckMemory(device, options.streams_per_device, sizes));
     for (int s = 0; s < options.streams_per_device; ++s) {
       ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutor> executor,
-                       CudaExecutor::Create(device, s, sizes));
+                       CudaExecutor::Create(device, s, sizes, copier));
       RETURN_IF_ERROR(executor->Warmup(*options.warmup_kernel));
       LOGF(kInfo,
            "%s ready: 4 x %.0f MiB tensor buffers + %.1f MiB LSE and offsets on the device, "
-           "%.0f MiB pinned staging",
+           "%.0f MiB pinned staging + %d x %.0f MiB pinned output buffers lent to responses",
            executor->Name(), sizes.tensor / 1048576.0, (sizes.lse + 2 * sizes.cu) / 1048576.0,
-           (sizes.PinnedIn() + sizes.PinnedOut()) / 1048576.0);
+           (sizes.PinnedIn() + sizes.PinnedOut()) / 1048576.0, kLentOutputBuffers,
+           sizes.PinnedOut() / 1048576.0);
       executors.push_back(std::move(executor));
     }
   }

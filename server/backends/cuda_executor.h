@@ -13,7 +13,10 @@
 // pinned memory, copies them to the device, poisons O and the LSE (NaN),
 // runs the request's resolved KernelHandle on the stream, copies O (and the
 // LSE) back and waits for the stream (blocking the worker thread, not a
-// gRPC thread).
+// gRPC thread). Inputs are copied once, from where the front end received
+// them (TensorBytes pieces) into staging; O lands in a pinned buffer lent to
+// the response when the job takes one (pinned_output_pool.h), so a unary
+// request's tensors cross host memory once each way.
 // Kernel time comes from CUDA events around the launch. A failed CUDA call
 // becomes INTERNAL naming the call, the device and the source line.
 #ifndef ATTN_SERVER_CUDA_EXECUTOR_H_
@@ -44,6 +47,9 @@ struct CudaExecutorOptions {
   // fails start-up rather than requests. Outlives the executors (the
   // server's KernelCatalog owns it).
   const KernelHandle* warmup_kernel = nullptr;
+  // Helper threads that copy request tensors into pinned staging, shared by
+  // every executor (parallel_copier.h); 0 copies on the worker alone.
+  int copy_threads = 4;
 };
 
 // Creates and warms up the executors; FAILED_PRECONDITION in a build

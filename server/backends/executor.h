@@ -23,7 +23,8 @@ class Executor {
   virtual absl::Status BindToThread() { return absl::OkStatus(); }
 
   // Computes `job` (job.spec has passed the front end's checks): writes O to
-  // *job.out, fills job.times.{h2d,kernel,d2h}_ns and job.device. Blocks
+  // *job.out (or, when job.takes_output_buffer, may set job.output instead),
+  // fills job.times.{h2d,kernel,d2h}_ns and job.device. Blocks
   // until the output is in host memory. Errors: INVALID_ARGUMENT if the
   // kernel rejects the arguments, INTERNAL for device failures.
   virtual absl::Status Run(Job& job) = 0;

@@ -251,9 +251,9 @@ void AttendStreamReactor::OnInputComplete() {
 
   auto job = std::make_unique<Job>();
   job->spec = *spec_;
-  job->q = inputs_[0];
-  job->k = inputs_[1];
-  job->v = inputs_[2];
+  job->q = TensorBytes(inputs_[0]);
+  job->k = TensorBytes(inputs_[1]);
+  job->v = TensorBytes(inputs_[2]);
   job->out = &out_;
   if (spec_->problem.return_lse) job->lse = &lse_;
   job->arrival = arrival_;

@@ -7,9 +7,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
+#include "frontend/attend_request_reader.h"
 #include "frontend/attend_stream_reactor.h"
+#include "frontend/response_writer.h"
 #include "observability/request_log.h"
 #include "status_util.h"
 #include "frontend/tensor_codec.h"
@@ -43,17 +44,15 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
         context_(context),
         request_bytes_(request_bytes),
         response_bytes_(response_bytes),
-        request_(&request_message_),
         response_(&response_message_),
         arrival_(absl::Now()) {}
 
   void Start() {
     const size_t body_bytes = request_bytes_->Length();
-    // Parsing consumes the request's bytes (as gRPC's generated handler
-    // does), so they are not held twice while the call waits and runs.
-    grpc::ByteBuffer* consumed = const_cast<grpc::ByteBuffer*>(request_bytes_);
-    if (!grpc::SerializationTraits<pb::AttendRequest>::Deserialize(consumed, &request_message_)
-             .ok()) {
+    // The tensors stay in the slices gRPC received them into; the executor
+    // copies them from there once (attend_request_reader.h).
+    if (!reader_.Parse(*request_bytes_)) {
+      reader_.Release();
       request_id_ = runtime_->NextRequestId();
       Fail(absl::InvalidArgumentError(absl::StrFormat(
                "the request body (%d bytes) is not a valid attnserve.v1.AttendRequest: protobuf "
@@ -63,9 +62,13 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
            FailureKind::kOther, nullptr);
       return;
     }
-    const std::string& id = request_->request_id();
-    absl::StatusOr<RequestSpec> spec =
-        DecodeAttendRequest(*request_, runtime_->limits(), runtime_->catalog());
+    // The reader holds the slices now; the call's buffer lets go of them, so
+    // they are freed as soon as the executor has copied the tensors.
+    const_cast<grpc::ByteBuffer*>(request_bytes_)->Clear();
+    const std::string& id = reader_.header().request_id();
+    absl::StatusOr<RequestSpec> spec = DecodeAttendRequest(
+        reader_.header(), {reader_.q().size(), reader_.k().size(), reader_.v().size()},
+        runtime_->limits(), runtime_->catalog());
     // An invalid id is not logged as is; a valid one is echoed.
     request_id_ = (spec.ok() && !id.empty()) ? id : runtime_->NextRequestId();
     if (!spec.ok()) {
@@ -89,10 +92,11 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
 
     auto job = std::make_unique<Job>();
     job->spec = *std::move(spec);
-    job->q = request_->q();
-    job->k = request_->k();
-    job->v = request_->v();
+    job->q = reader_.q();
+    job->k = reader_.k();
+    job->v = reader_.v();
     job->out = response_->mutable_out();
+    job->takes_output_buffer = true;
     if (job->spec.problem.return_lse) job->lse = response_->mutable_lse();
     job->arrival = arrival_;
     job->deadline = absl::FromChrono(context_->deadline());
@@ -118,23 +122,32 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
     if (status.ok() && cancelled_.load(std::memory_order_acquire)) {
       status = absl::CancelledError("the call was cancelled while its kernel ran");
     }
+    // The executor has copied the inputs: their slices go back to gRPC now,
+    // not when the response has been sent.
+    reader_.Release();
     if (!status.ok()) {
       FailEnded(status, &job->spec);
       return;
     }
     job->times.total_ns = ToNanos(absl::Now() - arrival_);
     EncodeResponseHeader(job->spec, job->times, runtime_->backend_name(), job->device, response_);
-    // Serialized once, into the call's response bytes; the message's own
-    // copy goes at once.
-    bool own_buffer = false;
-    const grpc::Status serialized = grpc::SerializationTraits<pb::AttendResponse>::Serialize(
-        response_message_, response_bytes_, &own_buffer);
-    pb::AttendResponse().Swap(&response_message_);
-    if (!serialized.ok()) {
-      Fail(absl::InternalError("cannot serialize the AttendResponse: " +
-                               serialized.error_message()),
-           FailureKind::kOther, &job->spec);
-      return;
+    if (job->output != nullptr) {
+      // Sent from the executor's memory, not copied (response_writer.h).
+      grpc::ByteBuffer lent = SerializeWithLentOutput(response_message_, std::move(job->output));
+      response_bytes_->Swap(&lent);
+    } else {
+      // Serialized once, into the call's response bytes; the message's own
+      // copy goes at once.
+      bool own_buffer = false;
+      const grpc::Status serialized = grpc::SerializationTraits<pb::AttendResponse>::Serialize(
+          response_message_, response_bytes_, &own_buffer);
+      pb::AttendResponse().Swap(&response_message_);
+      if (!serialized.ok()) {
+        Fail(absl::InternalError("cannot serialize the AttendResponse: " +
+                                 serialized.error_message()),
+             FailureKind::kOther, &job->spec);
+        return;
+      }
     }
     RecordOutcome(*runtime_, {"Attend", request_id_, &job->spec, absl::OkStatus(),
                               FailureKind::kOther, job->times, job->device});
@@ -161,9 +174,8 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
   grpc::CallbackServerContext* const context_;
   const grpc::ByteBuffer* const request_bytes_;
   grpc::ByteBuffer* const response_bytes_;
-  pb::AttendRequest request_message_;
+  AttendRequestReader reader_;
   pb::AttendResponse response_message_;
-  const pb::AttendRequest* const request_;
   pb::AttendResponse* const response_;
   const absl::Time arrival_;
   std::string request_id_;

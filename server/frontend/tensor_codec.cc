@@ -260,11 +260,20 @@ absl::Status CheckTensorBytes(InputTensor tensor, int64_t bytes, const RequestSp
 absl::StatusOr<RequestSpec> DecodeAttendRequest(const pb::AttendRequest& request,
                                                 const Limits& limits,
                                                 const KernelCatalog& catalog) {
-  ASSIGN_OR_RETURN(RequestSpec spec, DecodeRequestHeader(request, limits, catalog));
-  const std::string* tensors[3] = {&request.q(), &request.k(), &request.v()};
+  return DecodeAttendRequest(request,
+                             {static_cast<int64_t>(request.q().size()),
+                              static_cast<int64_t>(request.k().size()),
+                              static_cast<int64_t>(request.v().size())},
+                             limits, catalog);
+}
+
+absl::StatusOr<RequestSpec> DecodeAttendRequest(const pb::AttendRequest& header,
+                                                const std::array<int64_t, 3>& tensor_bytes,
+                                                const Limits& limits,
+                                                const KernelCatalog& catalog) {
+  ASSIGN_OR_RETURN(RequestSpec spec, DecodeRequestHeader(header, limits, catalog));
   for (InputTensor t : {InputTensor::kQ, InputTensor::kK, InputTensor::kV}) {
-    RETURN_IF_ERROR(
-        CheckTensorBytes(t, static_cast<int64_t>(tensors[static_cast<int>(t)]->size()), spec));
+    RETURN_IF_ERROR(CheckTensorBytes(t, tensor_bytes[static_cast<int>(t)], spec));
   }
   return spec;
 }

@@ -28,6 +28,7 @@
 #ifndef ATTN_SERVER_TENSOR_CODEC_H_
 #define ATTN_SERVER_TENSOR_CODEC_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -67,6 +68,12 @@ absl::Status CheckTensorBytes(InputTensor tensor, int64_t bytes, const RequestSp
 
 // DecodeRequestHeader, then the byte counts of q, k and v.
 absl::StatusOr<RequestSpec> DecodeAttendRequest(const attnserve::v1::AttendRequest& request,
+                                                const Limits& limits, const KernelCatalog& catalog);
+// The same for a request whose tensors were read apart from its other fields
+// (AttendRequestReader): `header`'s own q, k and v are ignored; `tensor_bytes`
+// gives their sizes, in InputTensor order.
+absl::StatusOr<RequestSpec> DecodeAttendRequest(const attnserve::v1::AttendRequest& header,
+                                                const std::array<int64_t, 3>& tensor_bytes,
                                                 const Limits& limits, const KernelCatalog& catalog);
 
 attnserve::v1::DType ToProto(DType dtype);

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "attn/attention.h"
 #include "attn/problem.h"
+#include "scheduling/tensor_bytes.h"
 
 namespace attn::server {
 
@@ -77,6 +78,17 @@ struct PhaseTimes {
   int64_t total_ns = 0;
 };
 
+// O (and the LSE) left in memory an executor lends the front end, which
+// sends the response straight from it instead of from copies in the job's
+// strings; destroying the object gives the memory back to the executor.
+// Thread-safe to destroy from any thread (gRPC frees sent slices on its own).
+class OutputBuffer {
+ public:
+  virtual ~OutputBuffer() = default;
+  virtual absl::string_view out() const = 0;
+  virtual absl::string_view lse() const = 0;  // empty unless the problem returns it
+};
+
 struct Job;
 // Runs once per submitted job, with the job handed back and its outcome.
 using JobDone = absl::AnyInvocable<void(std::unique_ptr<Job> job, absl::Status status)>;
@@ -84,13 +96,18 @@ using JobDone = absl::AnyInvocable<void(std::unique_ptr<Job> job, absl::Status s
 struct Job {
   RequestSpec spec;
   // Inputs, little-endian 16-bit elements: q has spec.QBytes(), k and v
-  // spec.KVBytes() each.
-  absl::string_view q, k, v;
+  // spec.KVBytes() each, where the front end received them.
+  TensorBytes q, k, v;
   // Outputs: the executor resizes *out to spec.QBytes() and writes O, and,
   // when spec.problem.return_lse, *lse to spec.LseBytes() with the float32
   // (little-endian) log-sum-exp of each query row. lse is null otherwise.
   std::string* out = nullptr;
   std::string* lse = nullptr;
+  // Set by a front end that can send from an OutputBuffer (unary Attend). An
+  // executor may then leave O and the LSE in `output` instead of *out and
+  // *lse; it falls back to them when it has no buffer to lend.
+  bool takes_output_buffer = false;
+  std::unique_ptr<OutputBuffer> output;
 
   absl::Time arrival;                            // total_ns counts from here
   absl::Time deadline = absl::InfiniteFuture();  // the client's deadline

@@ -267,6 +267,33 @@ TEST_F(ClientE2eTest, ConcurrentAsyncCallsAllSucceed) {
   EXPECT_EQ(ok, kCalls);
 }
 
+TEST_F(ClientE2eTest, AttendCallsSpreadOverTheClientsConnections) {
+  ClientOptions options;
+  options.address = server_->address();
+  options.connections = 3;
+  absl::StatusOr<std::unique_ptr<AttentionClient>> client = AttentionClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_EQ((*client)->connection_count(), 3);
+  for (int i = 0; i < 3; ++i) {
+    const AttentionInputs in = MakeRandomInputs({1, 32, 2, 16}, DType::kBFloat16, 40 + i);
+    absl::StatusOr<AttendResult> result = (*client)->Attend(in);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_LT(ErrorAgainstReference(in, *result), 2e-2);
+  }
+  // Round robin: each of the three calls went over its own connection, so
+  // every channel has connected (connections other than the first stay idle
+  // until their first call).
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ((*client)->connection_channel(i)->GetState(false), GRPC_CHANNEL_READY)
+        << "connection " << i;
+  }
+
+  options.connections = -1;
+  absl::StatusOr<std::unique_ptr<AttentionClient>> refused = AttentionClient::Connect(options);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "connections")) << refused.status();
+}
+
 TEST_F(ClientE2eTest, ServerErrorsAndQueries) {
   const AttentionInputs bad = MakeRandomInputs({1, 4, 1, 513}, DType::kFloat16, 1);
   absl::StatusOr<AttendResult> result = client_->Attend(bad);

@@ -216,6 +216,42 @@ TEST(LifecycleTest, BadFlagValueFailsStartup) {
   }
 }
 
+// The measurement mode: requests are checked as on the real backend, nothing
+// is computed, and every output element and the response say so.
+TEST(LifecycleTest, TransportOnlyBackendChecksRequestsAndAnswersNaN) {
+  ServerProcess::Options options;
+  options.flags = {"--backend=transport_only"};
+  auto server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = pb::Attention::NewStub((*server)->NewChannel());
+
+  pb::ServerInfo info;
+  auto info_context = ContextWithDeadline(absl::Seconds(10));
+  ASSERT_TRUE(stub->GetServerInfo(info_context.get(), pb::GetServerInfoRequest(), &info).ok());
+  EXPECT_TRUE(absl::StartsWith(info.backend(), "transport_only (measurement mode")) << info.backend();
+
+  pb::AttendRequest request = SmallRequest("transport");
+  request.set_return_lse(true);
+  pb::AttendResponse response;
+  auto context = ContextWithDeadline(absl::Seconds(30));
+  const grpc::Status status = stub->Attend(context.get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.backend(), info.backend());
+  ASSERT_EQ(response.out().size(), request.q().size());
+  EXPECT_TRUE(std::all_of(response.out().begin(), response.out().end(),
+                          [](char c) { return c == '\xff'; }))
+      << "an output element is not the NaN poison";
+  EXPECT_EQ(response.lse().size(), request.q().size() / 2 / 64 * 4);  // one float per row
+
+  // Checked like any request: a wrong byte count is refused, naming q.
+  pb::AttendRequest bad = SmallRequest("transport-bad");
+  bad.mutable_q()->pop_back();
+  auto bad_context = ContextWithDeadline(absl::Seconds(30));
+  const grpc::Status refused = stub->Attend(bad_context.get(), bad, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(refused.error_message(), "q has")) << refused.error_message();
+}
+
 TEST(LifecycleTest, CudaBackendWithoutDeviceFailsStartup) {
   if (!ListCudaDevices().empty()) GTEST_SKIP() << "a CUDA device is visible";
   auto server = ServerProcess::Start({"--backend=cuda"});

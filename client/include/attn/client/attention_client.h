@@ -3,8 +3,9 @@
 // AttentionClient: the C++ client of attnserve's attnserve.v1.Attention
 // service (and of the standard grpc.health.v1 health service).
 //
-// One client owns one gRPC channel; it is thread-safe, and meant to be
-// created once and shared. Attend runs remote attention on host tensors and
+// One client owns its gRPC channels (options.connections TCP connections,
+// Attend calls spread over them round robin); it is thread-safe, and meant
+// to be created once and shared. Attend runs remote attention on host tensors and
 // returns the output with the server's timing breakdown and this client's
 // own (AttendResult). Requests larger than the stream threshold
 // (ClientOptions::stream_threshold_bytes) travel over the chunked
@@ -34,10 +35,12 @@
 #ifndef ATTN_CLIENT_ATTENTION_CLIENT_H_
 #define ATTN_CLIENT_ATTENTION_CLIENT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
@@ -113,13 +116,30 @@ class AttentionClient {
   // Requests whose encoded size exceeds this many bytes are streamed.
   int64_t stream_threshold_bytes() const { return stream_threshold_bytes_; }
   const ClientOptions& options() const { return options_; }
-  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  // The first connection's channel (the one every RPC but Attend uses).
+  const std::shared_ptr<grpc::Channel>& channel() const { return connections_.front()->channel; }
+  int connection_count() const { return static_cast<int>(connections_.size()); }
+  // The channel of connection `i` (0 <= i < connection_count()).
+  const std::shared_ptr<grpc::Channel>& connection_channel(int i) const {
+    return connections_.at(static_cast<size_t>(i))->channel;
+  }
 
   // True when Attend would stream `inputs` under Transport::kAuto.
   bool WouldStream(const AttentionInputs& inputs) const;
 
  private:
-  AttentionClient(const ClientOptions& options, std::shared_ptr<grpc::Channel> channel);
+  // One TCP connection (a channel with its own subchannel pool) and its stubs.
+  struct Connection {
+    explicit Connection(std::shared_ptr<grpc::Channel> c);
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<attnserve::v1::Attention::Stub> stub;
+    grpc::GenericStub generic_stub;
+  };
+
+  AttentionClient(const ClientOptions& options,
+                  std::vector<std::unique_ptr<Connection>> connections);
+  // The connection for the next Attend call.
+  Connection& NextConnection();
 
   // Deadline and metadata of a call.
   void PrepareContext(grpc::ClientContext* context, absl::Duration timeout) const;
@@ -135,9 +155,8 @@ class AttentionClient {
   void CallFinished();
 
   const ClientOptions options_;
-  const std::shared_ptr<grpc::Channel> channel_;
-  const std::unique_ptr<attnserve::v1::Attention::Stub> stub_;
-  grpc::GenericStub generic_stub_;
+  const std::vector<std::unique_ptr<Connection>> connections_;  // never empty
+  std::atomic<uint64_t> next_connection_{0};
   std::optional<attnserve::v1::ServerInfo> server_info_;
   int64_t stream_threshold_bytes_ = 0;
 

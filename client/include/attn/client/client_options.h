@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "attn/http2_tuning.h"
 
 namespace attn {
 
@@ -78,6 +79,18 @@ struct ClientOptions {
   // other clients of the same target in this process. Load generators open
   // several clients this way to spread traffic over connections.
   bool dedicated_connection = false;
+
+  // TCP connections this client spreads its Attend calls over (round robin;
+  // the other RPCs use the first). One HTTP/2 connection is served by one
+  // thread at a time at each end, so tensor-sized calls at high concurrency
+  // need several. The first connects in Connect(), each other one on its
+  // first call. 0: kDefaultConnections.
+  int connections = 0;
+  static constexpr int kDefaultConnections = 4;
+  int ConnectionCount() const { return connections > 0 ? connections : kDefaultConnections; }
+
+  // HTTP/2 frame, window and socket-read sizes (the server's defaults too).
+  Http2Tuning http2;
 
   // Metadata sent with every call, e.g. {"authorization", "Bearer ..."}.
   std::vector<std::pair<std::string, std::string>> metadata;

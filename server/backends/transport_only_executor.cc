@@ -1,0 +1,46 @@
+#include "backends/transport_only_executor.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace attn::server {
+namespace {
+
+// Every bit set: NaN in fp16, bf16 and float32 (as the CUDA executor's poison).
+constexpr char kNaNByte = '\xff';
+
+// A prefix of the shared NaN bytes, lent as a job's O and LSE.
+class NaNOutput : public OutputBuffer {
+ public:
+  NaNOutput(std::shared_ptr<const std::string> bytes, size_t out, size_t lse)
+      : bytes_(std::move(bytes)), out_(out), lse_(lse) {}
+  absl::string_view out() const override { return absl::string_view(*bytes_).substr(0, out_); }
+  absl::string_view lse() const override { return absl::string_view(*bytes_).substr(0, lse_); }
+
+ private:
+  const std::shared_ptr<const std::string> bytes_;
+  const size_t out_, lse_;
+};
+
+}  // namespace
+
+TransportOnlyExecutor::TransportOnlyExecutor(int index,
+                                             std::shared_ptr<const std::string> nan_bytes)
+    : name_(absl::StrCat("transport_only worker ", index, " (no compute)")),
+      nan_bytes_(std::move(nan_bytes)) {}
+
+absl::Status TransportOnlyExecutor::Run(Job& job) {
+  const size_t out = static_cast<size_t>(job.spec.QBytes());
+  const size_t lse = job.lse != nullptr ? static_cast<size_t>(job.spec.LseBytes()) : 0;
+  if (job.takes_output_buffer && out <= nan_bytes_->size() && lse <= nan_bytes_->size()) {
+    job.output = std::make_unique<NaNOutput>(nan_bytes_, out, lse);
+  } else {
+    job.out->assign(out, kNaNByte);
+    if (job.lse != nullptr) job.lse->assign(lse, kNaNByte);
+  }
+  job.device = name_;
+  return absl::OkStatus();
+}
+
+}  // namespace attn::server

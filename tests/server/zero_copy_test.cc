@@ -1,0 +1,226 @@
+// Unit tests of the server's copy-avoiding pieces: AttendRequestReader (a
+// request read from many slices, tensors left in place), the response
+// serialized around lent output memory, TensorBytes and ParallelCopier.
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "attnserve/v1/attention.pb.h"
+#include "backends/parallel_copier.h"
+#include "frontend/attend_request_reader.h"
+#include "frontend/response_writer.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "gtest/gtest.h"
+#include "scheduling/tensor_bytes.h"
+
+namespace attn::server {
+namespace {
+
+namespace pb = ::attnserve::v1;
+
+std::string RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+// `bytes` as a ByteBuffer of slices of `slice` bytes each (the last shorter).
+grpc::ByteBuffer Sliced(const std::string& bytes, size_t slice) {
+  std::vector<grpc::Slice> slices;
+  for (size_t at = 0; at < bytes.size(); at += slice) {
+    slices.emplace_back(bytes.data() + at, std::min(slice, bytes.size() - at));
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+std::string Flatten(const TensorBytes& t) {
+  std::string out(static_cast<size_t>(t.size()), '\0');
+  t.CopyTo(out.data());
+  return out;
+}
+
+pb::AttendRequest SampleRequest() {
+  pb::AttendRequest r;
+  r.set_request_id("zero-copy");
+  r.set_dtype(pb::DTYPE_BFLOAT16);
+  r.mutable_shape()->set_batch(1);
+  r.mutable_shape()->set_seq_len(64);
+  r.mutable_shape()->set_num_heads(2);
+  r.mutable_shape()->set_head_dim(32);
+  r.set_causal(true);
+  r.set_return_lse(true);
+  r.set_q(RandomBytes(8192, 1));
+  r.set_k(RandomBytes(8192, 2));
+  r.set_v(RandomBytes(8192, 3));
+  return r;
+}
+
+TEST(AttendRequestReaderTest, ReadsEveryFieldFromAnySlicing) {
+  const pb::AttendRequest request = SampleRequest();
+  const std::string wire = request.SerializeAsString();
+  for (size_t slice : {size_t{1}, size_t{7}, size_t{1000}, size_t{4096}, wire.size()}) {
+    AttendRequestReader reader;
+    ASSERT_TRUE(reader.Parse(Sliced(wire, slice))) << "slices of " << slice;
+    EXPECT_EQ(reader.header().request_id(), "zero-copy");
+    EXPECT_TRUE(reader.header().causal());
+    EXPECT_TRUE(reader.header().return_lse());
+    EXPECT_EQ(reader.header().shape().head_dim(), 32);
+    EXPECT_TRUE(reader.header().q().empty()) << "tensors are not copied into the header";
+    EXPECT_EQ(Flatten(reader.q()), request.q()) << "slices of " << slice;
+    EXPECT_EQ(Flatten(reader.k()), request.k());
+    EXPECT_EQ(Flatten(reader.v()), request.v());
+    if (slice >= wire.size()) {
+      EXPECT_EQ(reader.q().pieces().size(), 1u) << "one slice: one piece, no copy";
+    }
+  }
+}
+
+TEST(AttendRequestReaderTest, ViewsOutliveTheCallsBuffer) {
+  const pb::AttendRequest request = SampleRequest();
+  AttendRequestReader reader;
+  {
+    grpc::ByteBuffer buffer = Sliced(request.SerializeAsString(), 3000);
+    ASSERT_TRUE(reader.Parse(buffer));
+    buffer.Clear();
+  }
+  EXPECT_EQ(Flatten(reader.k()), request.k());
+}
+
+TEST(AttendRequestReaderTest, FollowsProtobufRules) {
+  // The last of repeated tensor fields wins; unknown fields are skipped; a
+  // q tag with another wire type is an unknown field.
+  pb::AttendRequest first;
+  first.set_q("first");
+  pb::AttendRequest second;
+  second.set_q("second");
+  second.set_kernel("k");
+  std::string wire = first.SerializeAsString() + second.SerializeAsString();
+  wire += std::string("\xf8\x07\x01", 3);  // field 127, varint 1: unknown
+  wire += std::string("\x30\x05", 2);      // field 6 (q) as a varint
+  AttendRequestReader reader;
+  ASSERT_TRUE(reader.Parse(Sliced(wire, 5)));
+  EXPECT_EQ(Flatten(reader.q()), "second");
+  EXPECT_EQ(reader.header().kernel(), "k");
+}
+
+TEST(AttendRequestReaderTest, RejectsWhatTheGeneratedParserRejects) {
+  const std::string wire = SampleRequest().SerializeAsString();
+  const std::vector<std::string> bad = {
+      wire.substr(0, wire.size() - 1),             // truncated tensor
+      std::string("\x32\xff\xff\xff\xff\x0f", 6),  // q longer than the body
+      std::string("\x0a\x02\xc3\x28", 4),          // request_id not UTF-8
+      std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11),  // malformed tag
+  };
+  for (const std::string& body : bad) {
+    pb::AttendRequest generated;
+    EXPECT_FALSE(generated.ParseFromString(body));
+    AttendRequestReader reader;
+    EXPECT_FALSE(reader.Parse(Sliced(body, 2))) << "body of " << body.size() << " bytes";
+  }
+}
+
+class FakeOutput : public OutputBuffer {
+ public:
+  FakeOutput(std::string out, std::string lse, std::atomic<int>* destroyed)
+      : out_(std::move(out)), lse_(std::move(lse)), destroyed_(destroyed) {}
+  ~FakeOutput() override { destroyed_->fetch_add(1); }
+  absl::string_view out() const override { return out_; }
+  absl::string_view lse() const override { return lse_; }
+
+ private:
+  std::string out_, lse_;
+  std::atomic<int>* destroyed_;
+};
+
+TEST(ResponseWriterTest, LentOutputParsesAsTheWholeMessageAndIsReleasedOnce) {
+  for (bool with_lse : {false, true}) {
+    pb::AttendResponse header;
+    header.set_request_id("r");
+    header.set_kernel("flash_fwd");
+    header.mutable_timing()->set_kernel_ns(12345);
+    const std::string out = RandomBytes(100000, 7);
+    const std::string lse = with_lse ? RandomBytes(4000, 8) : "";
+    std::atomic<int> destroyed{0};
+    {
+      grpc::ByteBuffer buffer = SerializeWithLentOutput(
+          header, std::make_unique<FakeOutput>(out, lse, &destroyed));
+      EXPECT_EQ(destroyed.load(), 0) << "the slices hold the output";
+      grpc::Slice flat;
+      ASSERT_TRUE(buffer.DumpToSingleSlice(&flat).ok());
+      pb::AttendResponse parsed;
+      ASSERT_TRUE(parsed.ParseFromArray(flat.begin(), static_cast<int>(flat.size())));
+      pb::AttendResponse expected = header;
+      expected.set_out(out);
+      expected.set_lse(lse);
+      EXPECT_EQ(parsed.SerializeAsString(), expected.SerializeAsString());
+    }
+    EXPECT_EQ(destroyed.load(), 1) << "released exactly once, when the last slice went";
+  }
+}
+
+TEST(TensorBytesTest, ContiguousGathersOnlyWhenItMust) {
+  const std::string a = "abc", b = "defg";
+  const std::string aligned(64, 'x');  // heap memory: aligned for any type
+  TensorBytes one{absl::string_view(aligned)};
+  std::string scratch;
+  EXPECT_EQ(one.Contiguous(&scratch, 8).data(), aligned.data()) << "used in place";
+  TensorBytes odd{absl::string_view(aligned).substr(1)};
+  const absl::string_view gathered = odd.Contiguous(&scratch, 2);
+  EXPECT_NE(gathered.data(), aligned.data() + 1) << "an odd offset is gathered";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(gathered.data()) % 2, 0u);
+  EXPECT_EQ(gathered, absl::string_view(aligned).substr(1));
+  TensorBytes two;
+  two.Append(a);
+  two.Append(b);
+  two.Append("");
+  EXPECT_EQ(two.size(), 7);
+  EXPECT_EQ(two.pieces().size(), 2u);
+  EXPECT_EQ(two.Contiguous(&scratch, 1), "abcdefg");
+}
+
+TEST(ParallelCopierTest, CopiesEveryByteFromManyCallersAtOnce) {
+  for (int helpers : {0, 3}) {
+    ParallelCopier copier(helpers);
+    std::vector<std::thread> callers;
+    std::atomic<int> mismatches{0};
+    for (int caller = 0; caller < 4; ++caller) {
+      callers.emplace_back([&, caller] {
+        // Three tensors of uneven pieces, some above the 1 MiB chunk size.
+        std::vector<std::string> storage;
+        std::vector<TensorBytes> tensors(3);
+        std::vector<std::string> expected(3);
+        std::mt19937 rng(caller);
+        for (int t = 0; t < 3; ++t) {
+          for (int p = 0; p < 5; ++p) {
+            storage.push_back(RandomBytes(1 + rng() % (3 << 20), rng()));
+          }
+        }
+        for (int t = 0; t < 3; ++t) {
+          for (int p = 0; p < 5; ++p) {
+            tensors[t].Append(storage[t * 5 + p]);
+            expected[t] += storage[t * 5 + p];
+          }
+        }
+        std::vector<std::string> out(3);
+        std::vector<ParallelCopier::Task> tasks;
+        for (int t = 0; t < 3; ++t) {
+          out[t].assign(expected[t].size(), '\0');
+          tasks.push_back({&tensors[t], out[t].data()});
+        }
+        copier.Copy(tasks);
+        for (int t = 0; t < 3; ++t) {
+          if (out[t] != expected[t]) mismatches.fetch_add(1);
+        }
+      });
+    }
+    for (std::thread& t : callers) t.join();
+    EXPECT_EQ(mismatches.load(), 0) << helpers << " helper threads";
+  }
+}
+
+}  // namespace
+}  // namespace attn::server
