@@ -86,7 +86,7 @@ struct ClientOptions {
   // need several. The first connects in Connect(), each other one on its
   // first call. 0: kDefaultConnections.
   int connections = 0;
-  static constexpr int kDefaultConnections = 4;
+  static constexpr int kDefaultConnections = 8;
   int ConnectionCount() const { return connections > 0 ? connections : kDefaultConnections; }
 
   // HTTP/2 frame, window and socket-read sizes (the server's defaults too).
