@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "attn/command_line.h"
 #include "observability/log.h"
+#include "security/exposure_policy.h"
 #include "server.h"
 #include "server_options.h"
 
@@ -107,7 +108,23 @@ ABSL_FLAG(int, tcp_read_chunk_bytes, attn::Http2Tuning{}.read_chunk_bytes,
           "--tcp_max_read_chunk_bytes.");
 ABSL_FLAG(int, tcp_max_read_chunk_bytes, attn::Http2Tuning{}.max_read_chunk_bytes,
           "Largest socket read (0 = gRPC's default, 4 MiB).");
-ABSL_FLAG(bool, reflection, true, "Serve gRPC server reflection (for grpcurl and grpc_cli).");
+ABSL_FLAG(bool, reflection, true,
+          "Serve gRPC server reflection (for grpcurl and grpc_cli); with --token_file it needs "
+          "a token too.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain: serve TLS (with --tls_key). Needed beyond loopback unless "
+          "--insecure.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM roots of client certificates: require and verify one from every client "
+          "(mutual TLS; needs --tls_cert).");
+ABSL_FLAG(std::string, token_file, "",
+          "File of accepted bearer tokens, one per line ('#' comments): every call but "
+          "grpc.health.v1 must carry 'authorization: Bearer <token>', else UNAUTHENTICATED. "
+          "Beyond loopback it needs TLS.");
+ABSL_FLAG(bool, insecure, false,
+          "Allow --listen beyond loopback without TLS or tokens: anyone who can connect may "
+          "call (a warning is logged).");
 
 namespace {
 
@@ -154,6 +171,11 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   options->http2.write_buffer_bytes = absl::GetFlag(FLAGS_http2_write_buffer_bytes);
   options->http2.read_chunk_bytes = absl::GetFlag(FLAGS_tcp_read_chunk_bytes);
   options->http2.max_read_chunk_bytes = absl::GetFlag(FLAGS_tcp_max_read_chunk_bytes);
+  options->security.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
+  options->security.tls_key_path = absl::GetFlag(FLAGS_tls_key);
+  options->security.tls_client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
+  options->security.token_file = absl::GetFlag(FLAGS_token_file);
+  options->security.insecure = absl::GetFlag(FLAGS_insecure);
   options->request_log_level = absl::GetFlag(FLAGS_request_log_level);
 
   struct Range {
@@ -197,6 +219,15 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
     *error = "--drain_delay_s, --drain_timeout_s and --max_connection_age_s must be >= 0";
     return false;
   }
+  // A flag combination no server starts with is a usage error (exit 2);
+  // AttentionServer::Create checks it again for embedders and logs the warning.
+  std::string warning;
+  if (absl::Status exposure = attn::server::CheckExposure(options->listen, options->security,
+                                                          &warning);
+      !exposure.ok()) {
+    *error = std::string(exposure.message());
+    return false;
+  }
   return true;
 }
 
@@ -210,7 +241,8 @@ int main(int argc, char** argv) {
        "(attnserve.v1.Attention, grpc.health.v1, reflection).\n\n"
        "usage: attn_server [--listen=HOST:PORT] [--backend=auto|cuda|cpu] [flags]\n\n"
        "examples:\n"
-       "  attn_server --listen=0.0.0.0:50051 --backend=auto\n"
+       "  attn_server --listen=0.0.0.0:50051 --tls_cert=server.crt --tls_key=server.key "
+       "--token_file=tokens\n"
        "  attn_server --backend=cpu --cpu_threads=8\n\n"
        "SIGTERM/SIGINT: health NOT_SERVING, drain, exit 0. Exit status 2: bad flags.",
        {"server/main.cc"}});

@@ -20,6 +20,8 @@
 #include "limits/fd_limit.h"
 #include "observability/log.h"
 #include "runtime.h"
+#include "security/exposure_policy.h"
+#include "security/server_credentials.h"
 #include "status_util.h"
 
 #ifndef ATTN_VERSION
@@ -82,6 +84,12 @@ absl::StatusOr<std::unique_ptr<AttentionServer>> AttentionServer::Create(
     const ServerOptions& options) {
   std::unique_ptr<AttentionServer> server(new AttentionServer(options));
 
+  std::string exposure_warning;
+  RETURN_IF_ERROR(CheckExposure(options.listen, options.security, &exposure_warning));
+  if (!exposure_warning.empty()) LOGF(kWarning, "%s", exposure_warning);
+  ASSIGN_OR_RETURN(ServerSecurity security, MakeServerSecurity(options.listen, options.security));
+  server->security_ = security.description;
+
   // Every connection takes a descriptor: use all the hard limit allows.
   const FdLimit fds = RaiseFdLimit();
   if (!fds.error.empty()) {
@@ -97,7 +105,7 @@ absl::StatusOr<std::unique_ptr<AttentionServer>> AttentionServer::Create(
   grpc::ServerBuilder builder;
   builder.RegisterService(server->service_.get());
   if (!options.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(options.listen, security.credentials, &server->port_);
   const int max_message = static_cast<int>(options.limits.max_message_bytes);
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
@@ -145,8 +153,8 @@ absl::Status AttentionServer::Start() {
 }
 
 std::string AttentionServer::Describe() const {
-  return absl::StrFormat("attn_server %s serving on %s: %s", ATTN_VERSION, address_,
-                         runtime_ != nullptr ? runtime_->Describe() : "not started");
+  return absl::StrFormat("attn_server %s serving on %s (%s): %s", ATTN_VERSION, address_,
+                         security_, runtime_ != nullptr ? runtime_->Describe() : "not started");
 }
 
 void AttentionServer::Shutdown() {

@@ -59,6 +59,7 @@ class AttentionServer {
   std::unique_ptr<Runtime> runtime_;
   int port_ = 0;
   std::string address_;
+  std::string security_;  // ServerSecurity::description
   bool shut_down_ = false;
 };
 

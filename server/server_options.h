@@ -73,6 +73,24 @@ struct Limits {
   }
 };
 
+// Who may call the server (server/security/). Paths are read at Create.
+struct SecurityOptions {
+  // PEM certificate chain and private key: serve TLS. Both or neither.
+  std::string tls_cert_path;
+  std::string tls_key_path;
+  // PEM roots that sign client certificates: require and verify one from
+  // every client (mutual TLS). Needs TLS.
+  std::string tls_client_ca_path;
+  // File of accepted bearer tokens (attn/token_file.h): every call but
+  // grpc.health.v1 must carry `authorization: Bearer <token>`.
+  std::string token_file;
+  // Allow listening beyond loopback with neither TLS nor tokens.
+  bool insecure = false;
+
+  bool tls() const { return !tls_cert_path.empty() || !tls_key_path.empty(); }
+  bool tokens() const { return !token_file.empty(); }
+};
+
 struct ServerOptions {
   // HOST:PORT to listen on; port 0 picks a free port (see port_file).
   std::string listen = "127.0.0.1:50051";
@@ -129,8 +147,11 @@ struct ServerOptions {
   // (the client applies the same defaults).
   Http2Tuning http2;
 
-  // Register the gRPC server reflection service (grpcurl, grpc_cli).
+  // Register the gRPC server reflection service (grpcurl, grpc_cli). It needs
+  // a token like the Attention RPCs when tokens are set.
   bool reflection = true;
+
+  SecurityOptions security;
 
   // Level of the one-line-per-request log (failures with INTERNAL, UNKNOWN
   // or DATA_LOSS are always logged at error).

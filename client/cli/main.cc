@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -83,9 +84,9 @@ constexpr char kUsage[] =
     "--window=128,0\n"
     "  attn_cli health --address=localhost:50051";
 
-attn::ClientOptions ClientOptionsFromFlags() {
-  attn::ClientOptions options = attn::tools::ClientOptionsFromFlags();
-  options.rpc_timeout = absl::GetFlag(FLAGS_timeout);
+absl::StatusOr<attn::ClientOptions> ClientOptionsFromFlags() {
+  absl::StatusOr<attn::ClientOptions> options = attn::tools::ClientOptionsFromFlags();
+  if (options.ok()) options->rpc_timeout = absl::GetFlag(FLAGS_timeout);
   return options;
 }
 
@@ -163,7 +164,12 @@ int main(int argc, char** argv) {
   attn::cli::AttendCommandOptions attend;
   if (command == "attend" && !AttendOptionsFromFlags(&attend)) return attn::cli::kExitUsage;
 
-  attn::ClientOptions options = ClientOptionsFromFlags();
+  absl::StatusOr<attn::ClientOptions> flag_options = ClientOptionsFromFlags();
+  if (!flag_options.ok()) {
+    std::cerr << command << ": " << flag_options.status().message() << "\n";
+    return attn::cli::kExitFailure;
+  }
+  attn::ClientOptions options = *std::move(flag_options);
   // Only `info` and `attend` use the server info; health must not depend on
   // anything but the health service.
   options.fetch_server_info = command == "attend" || command == "info";

@@ -21,6 +21,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -218,7 +219,12 @@ int main(int argc, char** argv) {
 
   // Connections: the first fetches the server's info; all use its stream
   // threshold so every request takes the same path.
-  attn::ClientOptions options = attn::tools::ClientOptionsFromFlags();
+  absl::StatusOr<attn::ClientOptions> flag_options = attn::tools::ClientOptionsFromFlags();
+  if (!flag_options.ok()) {
+    std::cerr << "attn_loadgen: " << flag_options.status().message() << "\n";
+    return kExitFailure;
+  }
+  attn::ClientOptions options = *std::move(flag_options);
   options.rpc_timeout = absl::GetFlag(FLAGS_timeout);
   options.dedicated_connection = channels > 1;
   std::vector<std::unique_ptr<attn::AttentionClient>> clients;

@@ -2,9 +2,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
+#include "attn/token_file.h"
 
 ABSL_FLAG(std::string, address, "localhost:50051",
           "attnserve server: host:port, or any gRPC target (e.g. dns:///name:port, unix:/path).");
@@ -15,6 +17,9 @@ ABSL_FLAG(std::string, tls_ca, "", "PEM root certificates for the server's certi
 ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate chain (mutual TLS).");
 ABSL_FLAG(std::string, tls_key, "", "PEM client private key (mutual TLS).");
 ABSL_FLAG(std::string, tls_server_name, "", "Name expected in the server's certificate.");
+ABSL_FLAG(std::string, token_file, "",
+          "File whose first token (attn_server's --token_file format: one per line) is sent "
+          "as 'authorization: Bearer <token>' with every call.");
 ABSL_FLAG(std::string, lb_policy, "",
           "gRPC load balancing, e.g. round_robin over every address of a dns:/// target.");
 ABSL_FLAG(int64_t, max_message_bytes, attn::kMaxGrpcMessageBytes,
@@ -35,7 +40,7 @@ ABSL_FLAG(int, tcp_read_chunk_bytes, attn::Http2Tuning{}.read_chunk_bytes,
 
 namespace attn::tools {
 
-ClientOptions ClientOptionsFromFlags() {
+absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
   ClientOptions options;
   options.address = absl::GetFlag(FLAGS_address);
   options.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
@@ -54,6 +59,11 @@ ClientOptions ClientOptionsFromFlags() {
   options.http2.max_frame_bytes = absl::GetFlag(FLAGS_http2_max_frame_bytes);
   options.http2.stream_window_bytes = absl::GetFlag(FLAGS_http2_stream_window_bytes);
   options.http2.read_chunk_bytes = absl::GetFlag(FLAGS_tcp_read_chunk_bytes);
+  if (const std::string path = absl::GetFlag(FLAGS_token_file); !path.empty()) {
+    absl::StatusOr<std::vector<std::string>> tokens = ReadTokenFile(path, "--token_file");
+    if (!tokens.ok()) return tokens.status();
+    options.metadata.emplace_back("authorization", "Bearer " + tokens->front());
+  }
   return options;
 }
 

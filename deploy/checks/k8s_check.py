@@ -14,7 +14,11 @@ Checks, per overlay (exit status 1 on any failure):
     selectors are disjoint (one Deployment per GPU pool);
   * the server container asks for nvidia.com/gpu under limits only, has CPU
     and memory requests, and the pod selects nodes by nvidia.com/gpu.product;
-  * readiness/liveness/startup probes are native gRPC probes on the gRPC port;
+  * readiness/liveness/startup probes run the entrypoint's health mode (it
+    speaks TLS; the kubelet's native gRPC probes speak only plaintext);
+  * the server serves TLS with a bearer token: ATTN_TLS_CERT, ATTN_TLS_KEY
+    and ATTN_TOKEN_FILE name files in read-only Secret volumes, and
+    ATTN_INSECURE is not set;
   * terminationGracePeriodSeconds >= drain delay + drain timeout + 5;
   * the pool agrees with its single-node profile deploy/<pool>/node.env: the
     image tag names its GPU architecture (ATTN_CUDA_ARCH), the server settings
@@ -328,11 +332,21 @@ def check_overlay(pool, objects):
     if unknown_env:
         error(f"{where}: env {sorted(unknown_env)} not read by deploy/docker/entrypoint.sh")
     for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
-        grpc = c.get(probe, {}).get("grpc")
-        if not grpc:
-            error(f"{where}: {probe} is not a native gRPC probe")
-        elif grpc.get("port") != port or grpc.get("service", "") != "":
-            error(f"{where}: {probe} must check the overall health on port {port}")
+        command = c.get(probe, {}).get("exec", {}).get("command", [])
+        if command[-1:] != ["health"] or not command[0].endswith("/entrypoint.sh"):
+            error(f"{where}: {probe} must run the entrypoint's health mode "
+                  f"(entrypoint.sh health), got {command!r}")
+
+    # TLS and a token, from Secrets mounted read-only.
+    secret_volumes = {v["name"] for v in pod.get("volumes", []) if "secret" in v}
+    secret_dirs = [m["mountPath"].rstrip("/") + "/" for m in c.get("volumeMounts", [])
+                   if m.get("name") in secret_volumes and m.get("readOnly")]
+    for name in ("ATTN_TLS_CERT", "ATTN_TLS_KEY", "ATTN_TOKEN_FILE"):
+        path = env.get(name) or ""
+        if not any(path.startswith(d) for d in secret_dirs):
+            error(f"{where}: {name}={path!r} is not a file of a read-only Secret volume")
+    if env.get("ATTN_INSECURE"):
+        error(f"{where}: ATTN_INSECURE is set: the fleet must serve TLS with a token")
 
     # Graceful termination covers the drain.
     delay = int(env.get("ATTN_DRAIN_DELAY_S") or 0)

@@ -62,6 +62,10 @@ for profile in "$root"/deploy/*/node.env; do
     if [ -n "${p[$var]:-}" ]; then expect "$node" "start $var" "^run .*--env $var=${p[$var]} "; fi
   done
   expect "$node" "start tuning" "^run .*--volume $root/deploy/$node/tuning.tsv:/etc/attnserve/tuning.tsv:ro "
+  expect "$node" "start secrets" "^run .*--volume ${p[ATTN_SECRETS_DIR]}:/run/secrets/attnserve:ro "
+  for var in ATTN_TLS_CERT ATTN_TLS_KEY ATTN_TOKEN_FILE; do
+    expect "$node" "start $var" "^run .*--env $var=/run/secrets/attnserve/"
+  done
   expect "$node" "start image" "^run .* ${p[ATTN_IMAGE]}\$"
   if [ $((p[ATTN_DRAIN_DELAY_S] + p[ATTN_DRAIN_TIMEOUT_S] + 5)) -gt "${p[ATTN_STOP_TIMEOUT_S]}" ]; then
     echo "FAIL: $node: ATTN_STOP_TIMEOUT_S does not cover drain delay + timeout + 5 s" >&2
@@ -101,6 +105,12 @@ if not any("gpu" in d.get("capabilities", []) for d in devs):
     bad.append("no GPU reservation")
 if not any(v.endswith(":/etc/attnserve/tuning.tsv:ro") for v in svc.get("volumes", [])):
     bad.append("tuning table not mounted")
+# TLS and a token from compose secrets (mounted at /run/secrets/<name>).
+secrets = {s if isinstance(s, str) else s["source"] for s in svc.get("secrets", [])}
+for k in ("ATTN_TLS_CERT", "ATTN_TLS_KEY", "ATTN_TOKEN_FILE"):
+    path = str(svc["environment"].get(k, ""))
+    if not path.startswith("/run/secrets/") or path.rsplit("/", 1)[-1] not in secrets:
+        bad.append(f"{k}={path!r} is not a secret of the service")
 for b in bad:
     print(f"FAIL: {node}: compose.yaml: {b}", file=sys.stderr)
 sys.exit(1 if bad else 0)

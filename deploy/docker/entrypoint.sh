@@ -22,7 +22,19 @@
 #   ATTN_MAX_CONNECTION_AGE_S    --max_connection_age_s: close client connections
 #                                after this age so DNS-balanced clients re-resolve
 #   ATTN_LOG_LEVEL               --log_level
+#   ATTN_TLS_CERT, ATTN_TLS_KEY  --tls_cert, --tls_key: serve TLS (PEM files, e.g. a
+#                                mounted Kubernetes TLS Secret's tls.crt, tls.key)
+#   ATTN_TLS_CLIENT_CA           --tls_client_ca: require client certificates
+#   ATTN_TOKEN_FILE              --token_file: accepted bearer tokens, one per line
+#   ATTN_INSECURE                "1": --insecure (beyond loopback without TLS or
+#                                tokens; the server refuses to start otherwise)
 #   ATTN_EXTRA_ARGS              more flags, split on whitespace
+#
+# The health check speaks TLS when ATTN_TLS_CERT is set: it trusts ATTN_TLS_CA
+# (default: ATTN_TLS_CERT, right for a self-signed certificate) and expects
+# the name ATTN_TLS_SERVER_NAME (default localhost) in the certificate; with
+# ATTN_TLS_CLIENT_CA it presents ATTN_HEALTH_TLS_CERT/ATTN_HEALTH_TLS_KEY.
+# Health needs no token.
 set -euo pipefail
 
 bin_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,7 +43,15 @@ port="${ATTN_PORT:-50051}"
 case "${1:-}" in
   health)
     shift
-    exec "$bin_dir/attn_cli" health "--address=127.0.0.1:$port" "$@"
+    tls=()
+    if [ -n "${ATTN_TLS_CERT:-}" ]; then
+      tls=("--tls_ca=${ATTN_TLS_CA:-$ATTN_TLS_CERT}"
+           "--tls_server_name=${ATTN_TLS_SERVER_NAME:-localhost}")
+      if [ -n "${ATTN_HEALTH_TLS_CERT:-}" ]; then
+        tls+=("--tls_cert=$ATTN_HEALTH_TLS_CERT" "--tls_key=${ATTN_HEALTH_TLS_KEY:-}")
+      fi
+    fi
+    exec "$bin_dir/attn_cli" health "--address=127.0.0.1:$port" "${tls[@]}" "$@"
     ;;
   attn_cli | attn_loadgen | attn_server)
     tool="$1"
@@ -53,6 +73,11 @@ add_flag drain_delay_s "${ATTN_DRAIN_DELAY_S:-}"
 add_flag drain_timeout_s "${ATTN_DRAIN_TIMEOUT_S:-}"
 add_flag max_connection_age_s "${ATTN_MAX_CONNECTION_AGE_S:-}"
 add_flag log_level "${ATTN_LOG_LEVEL:-}"
+add_flag tls_cert "${ATTN_TLS_CERT:-}"
+add_flag tls_key "${ATTN_TLS_KEY:-}"
+add_flag tls_client_ca "${ATTN_TLS_CLIENT_CA:-}"
+add_flag token_file "${ATTN_TOKEN_FILE:-}"
+if [ "${ATTN_INSECURE:-}" = 1 ]; then args+=(--insecure); fi
 if [ -n "${ATTN_EXTRA_ARGS:-}" ]; then
   read -r -a extra <<<"$ATTN_EXTRA_ARGS"
   args+=("${extra[@]}")

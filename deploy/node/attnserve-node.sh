@@ -64,6 +64,12 @@ start() {
     --env ATTN_PORT=50051
     --volume "$root/deploy/$node/tuning.tsv:/etc/attnserve/tuning.tsv:ro"
     --env ATTN_TUNING_TABLE=/etc/attnserve/tuning.tsv
+    # TLS and bearer tokens (the server refuses 0.0.0.0 without them).
+    --volume "$ATTN_SECRETS_DIR:/run/secrets/attnserve:ro"
+    --env ATTN_TLS_CERT=/run/secrets/attnserve/tls.crt
+    --env ATTN_TLS_KEY=/run/secrets/attnserve/tls.key
+    --env ATTN_TLS_CA=/run/secrets/attnserve/ca.crt
+    --env ATTN_TOKEN_FILE=/run/secrets/attnserve/tokens
   )
   local var
   for var in ATTN_BACKEND ATTN_DEVICES ATTN_MAX_MESSAGE_BYTES ATTN_MAX_TOKENS_PER_REQUEST \

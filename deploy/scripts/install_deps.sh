@@ -40,7 +40,8 @@ else
             libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
             libabsl-dev libgtest-dev nlohmann-json3-dev
             python3 python3-grpcio python3-numpy python3-protobuf
-            python3-venv python3-pip python3-setuptools python3-wheel)
+            python3-venv python3-pip python3-setuptools python3-wheel
+            openssl)
 fi
 if [ "$with_checks" -eq 1 ]; then
   # deploy/checks: linters, patchelf for the bundle, docker-compose (1.x, for

@@ -96,7 +96,8 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(Options opti
 
   // Everything the child needs is built before fork(): between fork and exec
   // only async-signal-safe calls are allowed in a multi-threaded parent.
-  std::vector<std::string> args = {BinaryPath(), "--listen=127.0.0.1:0",
+  std::vector<std::string> args = {BinaryPath(),
+                                   "--listen=" + process->options_.listen_host + ":0",
                                    "--port_file=" + process->port_file_};
   args.insert(args.end(), process->options_.flags.begin(), process->options_.flags.end());
   std::vector<char*> argv;
@@ -172,12 +173,18 @@ ServerProcess::~ServerProcess() {
 }
 
 std::shared_ptr<grpc::Channel> ServerProcess::NewChannel() const {
+  return NewChannel(options_.credentials != nullptr ? options_.credentials
+                                                    : grpc::InsecureChannelCredentials());
+}
+
+std::shared_ptr<grpc::Channel> ServerProcess::NewChannel(
+    std::shared_ptr<grpc::ChannelCredentials> credentials) const {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(1 << 30);
   args.SetMaxSendMessageSize(1 << 30);
   // A fresh connection per channel, so tests do not share subchannels.
   args.SetInt("grpc.use_local_subchannel_pool", 1);
-  return grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address_, credentials, args);
 }
 
 absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> ServerProcess::Health(

@@ -9,7 +9,7 @@
 //   absl::StatusOr<ServerExit> exit = server->Stop();  // SIGTERM, bounded wait
 //   EXPECT_TRUE(exit->Clean());
 //
-// Start() runs `attn_server --listen=127.0.0.1:0 --port_file=<tmp> <flags>`
+// Start() runs `attn_server --listen=<listen_host>:0 --port_file=<tmp> <flags>`
 // and returns once the port file exists and grpc.health.v1 reports SERVING
 // for the whole server, or fails within `start_timeout` (killing the child).
 // The binary is the one CMake built (ATTN_SERVER_BINARY), unless the
@@ -35,6 +35,7 @@
 #include "absl/time/time.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/security/credentials.h"
 
 namespace attn::testing {
 
@@ -60,6 +61,12 @@ class ServerProcess {
     // When set, the child's stderr (its log) goes to this file instead of
     // the test's stderr.
     std::string log_path;
+    // Host of --listen (port 0); clients still connect to 127.0.0.1, so a
+    // wildcard ("0.0.0.0") works too.
+    std::string listen_host = "127.0.0.1";
+    // What NewChannel() and Health() connect with (a TLS server needs TLS
+    // credentials); null: insecure.
+    std::shared_ptr<grpc::ChannelCredentials> credentials;
   };
 
   // Starts attn_server and waits until it serves. Errors: DEADLINE_EXCEEDED
@@ -81,8 +88,11 @@ class ServerProcess {
   static std::string BinaryPath();
 
   // A new channel to the server with message size limits raised to 1 GiB
-  // both ways (tensors exceed gRPC's 4 MiB default receive limit).
+  // both ways (tensors exceed gRPC's 4 MiB default receive limit), with
+  // options.credentials, or with `credentials` when given.
   std::shared_ptr<grpc::Channel> NewChannel() const;
+  std::shared_ptr<grpc::Channel> NewChannel(
+      std::shared_ptr<grpc::ChannelCredentials> credentials) const;
 
   // grpc.health.v1 Check of `service` ("" = the whole server), with a 5 s
   // deadline; the RPC's error when the check itself fails.

@@ -147,6 +147,7 @@ class Client:
         stream_threshold_bytes=None,
         stream_chunk_bytes=4 << 20,
         metadata=(),
+        token=None,
         fetch_server_info=True,
         load_balancing_policy=None,
     ):
@@ -162,12 +163,17 @@ class Client:
         stream_threshold_bytes: stream requests larger than this; None = the
             server's max_message_bytes (fetched at connect).
         metadata: (key, value) pairs sent with every call.
+        token: bearer token for a server started with --token_file, sent as
+            'authorization: Bearer <token>' with every call (use TLS beyond
+            loopback: the token is a password).
         load_balancing_policy: e.g. 'round_robin' across a dns:/// target's
             addresses; None = gRPC's default (pick_first).
         """
         self.address = address
         self.timeout = timeout
         self._metadata = tuple(metadata)
+        if token:
+            self._metadata += (("authorization", "Bearer " + token),)
         self._chunk_bytes = int(stream_chunk_bytes)
         options = [
             ("grpc.max_send_message_length", int(max_message_bytes)),

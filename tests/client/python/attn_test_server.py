@@ -6,6 +6,8 @@
 Starts `$ATTN_SERVER_BINARY --listen=127.0.0.1:0 --port_file=...`, waits
 (bounded) for the port file and for grpc.health.v1 SERVING, and on exit
 sends SIGTERM and waits, killing the server if it does not stop in time.
+`client_options` are the Client keyword arguments the health check connects
+with (TLS roots for a TLS server).
 """
 
 import os
@@ -21,9 +23,10 @@ STOP_TIMEOUT_S = 30
 
 
 class ServerProcess:
-    def __init__(self, flags=()):
+    def __init__(self, flags=(), client_options=None):
         self.binary = os.environ["ATTN_SERVER_BINARY"]
         self.flags = list(flags)
+        self.client_options = dict(client_options or {})
         self.address = None
         self.process = None
         self.exit_code = None
@@ -49,7 +52,7 @@ class ServerProcess:
             self._kill()
             raise RuntimeError(f"attn_server wrote no port file within {START_TIMEOUT_S} s")
         with Client(self.address, connect_timeout=START_TIMEOUT_S,
-                    fetch_server_info=False) as client:
+                    fetch_server_info=False, **self.client_options) as client:
             while client.health() != "SERVING":
                 if time.monotonic() > deadline:
                     self._kill()
