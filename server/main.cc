@@ -91,6 +91,12 @@ ABSL_FLAG(LogLevel, request_log_level, LogLevel::kInfo,
           "(id, shape, dtype, kernel, timings, status); below --log_level they are dropped. "
           "Server-side failures (INTERNAL) are always logged at error.");
 ABSL_FLAG(bool, reflection, true, "Serve gRPC server reflection (for grpcurl and grpc_cli).");
+ABSL_FLAG(int, metrics_port, 0,
+          "Serve Prometheus metrics (server/METRICS.md) over HTTP at GET /metrics on this port; "
+          "0 = off.");
+ABSL_FLAG(std::string, metrics_address, "",
+          "IPv4 address (or localhost) the metrics port listens on, e.g. 127.0.0.1 or "
+          "0.0.0.0; empty = the host of --listen.");
 
 namespace {
 
@@ -132,6 +138,8 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   options->max_connection_age = absl::Seconds(absl::GetFlag(FLAGS_max_connection_age_s));
   options->reflection = absl::GetFlag(FLAGS_reflection);
   options->request_log_level = absl::GetFlag(FLAGS_request_log_level);
+  options->metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options->metrics_address = absl::GetFlag(FLAGS_metrics_address);
 
   struct Range {
     const char* flag;
@@ -147,6 +155,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
       {"--cpu_threads", options->cpu_threads, 0, 1024},
       {"--cpu_workers", options->cpu_workers, 1, 1024},
       {"--stream_chunk_bytes", options->stream_chunk_bytes, 1024, int64_t{64} << 20},
+      {"--metrics_port", options->metrics_port, 0, 65535},
   };
   for (const Range& r : ranges) {
     if (r.value < r.min || r.value > r.max) {
