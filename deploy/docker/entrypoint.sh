@@ -22,6 +22,7 @@
 #   ATTN_MAX_CONNECTION_AGE_S    --max_connection_age_s: close client connections
 #                                after this age so DNS-balanced clients re-resolve
 #   ATTN_LOG_LEVEL               --log_level
+#   ATTN_METRICS_PORT            --metrics_port: Prometheus /metrics (server/METRICS.md)
 #   ATTN_EXTRA_ARGS              more flags, split on whitespace
 set -euo pipefail
 
@@ -53,6 +54,7 @@ add_flag drain_delay_s "${ATTN_DRAIN_DELAY_S:-}"
 add_flag drain_timeout_s "${ATTN_DRAIN_TIMEOUT_S:-}"
 add_flag max_connection_age_s "${ATTN_MAX_CONNECTION_AGE_S:-}"
 add_flag log_level "${ATTN_LOG_LEVEL:-}"
+add_flag metrics_port "${ATTN_METRICS_PORT:-}"
 if [ -n "${ATTN_EXTRA_ARGS:-}" ]; then
   read -r -a extra <<<"$ATTN_EXTRA_ARGS"
   args+=("${extra[@]}")
