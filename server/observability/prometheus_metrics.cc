@@ -32,16 +32,45 @@ prometheus::Family<prometheus::Counter>& CounterFamily(prometheus::Registry& reg
   return prometheus::BuildCounter().Name(name).Help(help).Register(registry);
 }
 
-prometheus::Family<prometheus::Histogram>& Seconds(prometheus::Registry& registry,
-                                                   const std::string& name,
-                                                   const std::string& help) {
-  return prometheus::BuildHistogram().Name(name).Help(help).Register(registry);
-}
+// A metric that reports one int64_t field of a `Source` struct.
+template <typename Source>
+struct FieldMetric {
+  const char* name;
+  const char* help;
+  int64_t Source::*field;
+};
 
-void ObserveNanos(prometheus::Family<prometheus::Histogram>& family,
-                  const prometheus::Labels& labels, int64_t ns) {
-  family.Add(labels, DurationBuckets()).Observe(static_cast<double>(ns) * 1e-9);
-}
+// The duration histograms: one per phase of a call (Timing in the proto).
+constexpr FieldMetric<PhaseTimes> kPhaseHistograms[] = {
+    {"attn_inference_queue_duration_seconds",
+     "Time calls answered OK waited in the queue for a worker.", &PhaseTimes::queue_ns},
+    {"attn_inference_compute_input_duration_seconds",
+     "Host-to-device time (staging and copy) of calls answered OK; 0 on the CPU backend.",
+     &PhaseTimes::h2d_ns},
+    {"attn_inference_compute_infer_duration_seconds",
+     "Kernel time of calls answered OK (CUDA events; wall clock on the CPU backend).",
+     &PhaseTimes::kernel_ns},
+    {"attn_inference_compute_output_duration_seconds",
+     "Device-to-host time (copy and unstaging) of calls answered OK; 0 on the CPU backend.",
+     &PhaseTimes::d2h_ns},
+    {"attn_inference_request_duration_seconds",
+     "Time from arrival to response-ready of calls answered OK.", &PhaseTimes::total_ns},
+};
+
+// The gauges that are one field of the LoadSnapshot each.
+constexpr FieldMetric<LoadSnapshot> kLoadGauges[] = {
+    {"attn_inference_pending_request_count",
+     "Requests waiting in the queue for a worker (queue depth).", &LoadSnapshot::queued},
+    {"attn_stream_buffer_bytes", "Bytes AttendStream calls hold now (--max_stream_buffer_bytes).",
+     &LoadSnapshot::stream_buffer_bytes},
+    {"attn_stream_buffer_limit_bytes",
+     "--max_stream_buffer_bytes: the most AttendStream calls may hold.",
+     &LoadSnapshot::stream_buffer_limit_bytes},
+    {"attn_admitted_bytes", "Bytes all admitted calls hold now (--max_admitted_bytes).",
+     &LoadSnapshot::admitted_bytes},
+    {"attn_admitted_limit_bytes", "--max_admitted_bytes: the most all admitted calls may hold.",
+     &LoadSnapshot::admitted_limit_bytes},
+};
 
 MetricFamily Gauge(const std::string& name, const std::string& help, double value) {
   MetricFamily family{name, help, MetricType::Gauge, {}};
@@ -65,20 +94,13 @@ PrometheusMetrics::PrometheusMetrics()
                     .Add({})),
       bytes_out_(CounterFamily(*registry_, "attn_inference_output_bytes_total",
                                "Bytes of out and lse in calls answered OK.")
-                     .Add({})),
-      queue_seconds_(Seconds(*registry_, "attn_inference_queue_duration_seconds",
-                             "Time calls answered OK waited in the queue for a worker.")),
-      h2d_seconds_(Seconds(*registry_, "attn_inference_compute_input_duration_seconds",
-                           "Host-to-device time (staging and copy) of calls answered OK; 0 on "
-                           "the CPU backend.")),
-      kernel_seconds_(Seconds(*registry_, "attn_inference_compute_infer_duration_seconds",
-                              "Kernel time of calls answered OK (CUDA events; wall clock on "
-                              "the CPU backend).")),
-      d2h_seconds_(Seconds(*registry_, "attn_inference_compute_output_duration_seconds",
-                           "Device-to-host time (copy and unstaging) of calls answered OK; 0 "
-                           "on the CPU backend.")),
-      total_seconds_(Seconds(*registry_, "attn_inference_request_duration_seconds",
-                             "Time from arrival to response-ready of calls answered OK.")) {}
+                     .Add({})) {
+  for (const FieldMetric<PhaseTimes>& phase : kPhaseHistograms) {
+    phases_.push_back(
+        {&prometheus::BuildHistogram().Name(phase.name).Help(phase.help).Register(*registry_),
+         phase.field});
+  }
+}
 
 void PrometheusMetrics::RecordOutcome(const OutcomeSample& s) {
   const std::string kernel = s.kernel.empty() ? kNoKernel : std::string(s.kernel);
@@ -96,11 +118,9 @@ void PrometheusMetrics::RecordOutcome(const OutcomeSample& s) {
   bytes_in_.Increment(static_cast<double>(s.bytes_in));
   bytes_out_.Increment(static_cast<double>(s.bytes_out));
   const prometheus::Labels by_kernel{{"kernel", kernel}};
-  ObserveNanos(queue_seconds_, by_kernel, s.times.queue_ns);
-  ObserveNanos(h2d_seconds_, by_kernel, s.times.h2d_ns);
-  ObserveNanos(kernel_seconds_, by_kernel, s.times.kernel_ns);
-  ObserveNanos(d2h_seconds_, by_kernel, s.times.d2h_ns);
-  ObserveNanos(total_seconds_, by_kernel, s.times.total_ns);
+  for (const auto& [family, ns] : phases_) {
+    family->Add(by_kernel, DurationBuckets()).Observe(static_cast<double>(s.times.*ns) * 1e-9);
+  }
 }
 
 void PrometheusMetrics::SetLoadSource(std::function<LoadSnapshot()> source) {
@@ -113,25 +133,13 @@ std::vector<MetricFamily> PrometheusMetrics::Collect() const {
   absl::MutexLock lock(&mu_);
   if (!load_source_) return families;
   const LoadSnapshot load = load_source_();
-  families.push_back(Gauge("attn_inference_pending_request_count",
-                           "Requests waiting in the queue for a worker (queue depth).",
-                           static_cast<double>(load.queued)));
+  for (const FieldMetric<LoadSnapshot>& gauge : kLoadGauges) {
+    families.push_back(Gauge(gauge.name, gauge.help, static_cast<double>(load.*gauge.field)));
+  }
   families.push_back(Gauge("attn_inference_in_flight_requests",
                            "Requests admitted to the scheduler and not yet done: queued and "
                            "running.",
                            static_cast<double>(load.queued + load.running)));
-  families.push_back(Gauge("attn_stream_buffer_bytes",
-                           "Bytes AttendStream calls hold now (--max_stream_buffer_bytes).",
-                           static_cast<double>(load.stream_buffer_bytes)));
-  families.push_back(Gauge("attn_stream_buffer_limit_bytes",
-                           "--max_stream_buffer_bytes: the most AttendStream calls may hold.",
-                           static_cast<double>(load.stream_buffer_limit_bytes)));
-  families.push_back(Gauge("attn_admitted_bytes",
-                           "Bytes all admitted calls hold now (--max_admitted_bytes).",
-                           static_cast<double>(load.admitted_bytes)));
-  families.push_back(Gauge("attn_admitted_limit_bytes",
-                           "--max_admitted_bytes: the most all admitted calls may hold.",
-                           static_cast<double>(load.admitted_limit_bytes)));
   MetricFamily health{"attn_worker_healthy",
                       "1 while a worker (one per CUDA stream or CPU worker) can run requests, 0 "
                       "once it retired; by worker index and executor.",

@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -54,11 +55,8 @@ class PrometheusMetrics : public MetricsSink, public prometheus::Collectable {
   prometheus::Family<prometheus::Counter>& failure_;
   prometheus::Counter& bytes_in_;
   prometheus::Counter& bytes_out_;
-  prometheus::Family<prometheus::Histogram>& queue_seconds_;
-  prometheus::Family<prometheus::Histogram>& h2d_seconds_;
-  prometheus::Family<prometheus::Histogram>& kernel_seconds_;
-  prometheus::Family<prometheus::Histogram>& d2h_seconds_;
-  prometheus::Family<prometheus::Histogram>& total_seconds_;
+  // Each duration histogram with the phase time it observes.
+  std::vector<std::pair<prometheus::Family<prometheus::Histogram>*, int64_t PhaseTimes::*>> phases_;
 
   mutable absl::Mutex mu_;
   std::function<LoadSnapshot()> load_source_ ABSL_GUARDED_BY(mu_);
