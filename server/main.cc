@@ -125,6 +125,12 @@ ABSL_FLAG(std::string, token_file, "",
 ABSL_FLAG(bool, insecure, false,
           "Allow --listen beyond loopback without TLS or tokens: anyone who can connect may "
           "call (a warning is logged).");
+ABSL_FLAG(int, metrics_port, 0,
+          "Serve Prometheus metrics (server/METRICS.md) over HTTP at GET /metrics on this port; "
+          "0 = off.");
+ABSL_FLAG(std::string, metrics_address, "",
+          "IPv4 address (or localhost) the metrics port listens on, e.g. 127.0.0.1 or "
+          "0.0.0.0; empty = the host of --listen.");
 
 namespace {
 
@@ -177,6 +183,8 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   options->security.token_file = absl::GetFlag(FLAGS_token_file);
   options->security.insecure = absl::GetFlag(FLAGS_insecure);
   options->request_log_level = absl::GetFlag(FLAGS_request_log_level);
+  options->metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options->metrics_address = absl::GetFlag(FLAGS_metrics_address);
 
   struct Range {
     const char* flag;
@@ -198,6 +206,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
       {"--http2_write_buffer_bytes", options->http2.write_buffer_bytes, 0, 1 << 30},
       {"--tcp_read_chunk_bytes", options->http2.read_chunk_bytes, 0, 1 << 30},
       {"--tcp_max_read_chunk_bytes", options->http2.max_read_chunk_bytes, 0, 1 << 30},
+      {"--metrics_port", options->metrics_port, 0, 65535},
   };
   for (const Range& r : ranges) {
     if (r.value < r.min || r.value > r.max) {

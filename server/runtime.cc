@@ -156,11 +156,28 @@ void Runtime::FillKernels(pb::ListKernelsResponse* response) const {
   }
 }
 
-void Runtime::FillStats(pb::ServerStats* stats) const {
+LoadSnapshot Runtime::Load() const {
+  LoadSnapshot snapshot;
   const Scheduler::Load load = scheduler_->load();
+  snapshot.queued = load.queued;
+  snapshot.running = load.running;
+  snapshot.stream_buffer_bytes = stream_budget_.used();
+  snapshot.stream_buffer_limit_bytes = stream_budget_.limit();
+  snapshot.admitted_bytes = admitted_budget_.used();
+  snapshot.admitted_limit_bytes = admitted_budget_.limit();
+  const std::vector<bool> health = scheduler_->worker_health();
+  const auto& executors = scheduler_->executors();
+  for (size_t i = 0; i < executors.size(); ++i) {
+    snapshot.workers.push_back({executors[i]->Name(), i < health.size() && health[i]});
+  }
+  return snapshot;
+}
+
+void Runtime::FillStats(pb::ServerStats* stats) const {
+  const LoadSnapshot load = Load();
   stats_.Fill(load.queued + load.running, load.queued, stats);
-  stats->set_stream_buffer_bytes(stream_budget_.used());
-  stats->set_admitted_bytes(admitted_budget_.used());
+  stats->set_stream_buffer_bytes(load.stream_buffer_bytes);
+  stats->set_admitted_bytes(load.admitted_bytes);
 }
 
 }  // namespace attn::server

@@ -20,6 +20,8 @@
 #include "limits/stream_watchdog.h"
 #include "scheduling/scheduler.h"
 #include "server_options.h"
+#include "observability/load_snapshot.h"
+#include "observability/metrics_sink.h"
 #include "observability/stats.h"
 
 namespace attn::server {
@@ -54,6 +56,14 @@ class Runtime {
   void FillKernels(attnserve::v1::ListKernelsResponse* response) const;
   void FillStats(attnserve::v1::ServerStats* stats) const;
 
+  // Queue, byte budgets and worker health, read now (GetStats and metrics).
+  LoadSnapshot Load() const;
+
+  // Where RecordOutcome also sends each call's end (null: nowhere). Set it
+  // before calls arrive; the sink must outlive this runtime.
+  void SetMetricsSink(MetricsSink* sink) { metrics_sink_.store(sink, std::memory_order_release); }
+  MetricsSink* metrics_sink() const { return metrics_sink_.load(std::memory_order_acquire); }
+
   // Backend, devices, workers and limits on one line.
   std::string Describe() const;
 
@@ -74,6 +84,7 @@ class Runtime {
   ByteBudget admitted_budget_;
   StreamWatchdog stream_watchdog_;
   std::atomic<bool> cancelling_calls_{false};
+  std::atomic<MetricsSink*> metrics_sink_{nullptr};
   std::string id_prefix_;
   std::atomic<uint64_t> next_id_{1};
 };

@@ -19,6 +19,8 @@
 #include "grpcpp/server_builder.h"
 #include "limits/fd_limit.h"
 #include "observability/log.h"
+#include "observability/metrics_endpoint.h"
+#include "observability/prometheus_metrics.h"
 #include "runtime.h"
 #include "security/exposure_policy.h"
 #include "security/server_credentials.h"
@@ -98,6 +100,17 @@ absl::StatusOr<std::unique_ptr<AttentionServer>> AttentionServer::Create(
     LOGF(kInfo, "open-file limit raised from %d to %d (the hard limit)", fds.before, fds.soft);
   }
 
+  // Metrics first: a port that cannot be bound fails before gRPC listens.
+  if (options.metrics_port != 0) {
+    std::string host = options.metrics_address;
+    if (host.empty()) {
+      ASSIGN_OR_RETURN(host, MetricsHostOf(options.listen));
+    }
+    server->metrics_ = std::make_shared<PrometheusMetrics>();
+    ASSIGN_OR_RETURN(server->metrics_endpoint_,
+                     MetricsEndpoint::Create(host, options.metrics_port, server->metrics_));
+  }
+
   grpc::EnableDefaultHealthCheckService(true);
   if (options.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
@@ -132,6 +145,10 @@ absl::StatusOr<std::unique_ptr<AttentionServer>> AttentionServer::Create(
   return server;
 }
 
+std::string AttentionServer::metrics_url() const {
+  return metrics_endpoint_ != nullptr ? metrics_endpoint_->url() : "";
+}
+
 void AttentionServer::SetServing(bool serving) {
   grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();
   if (health == nullptr) return;
@@ -146,6 +163,10 @@ absl::Status AttentionServer::Start() {
   });
   if (!runtime.ok()) return runtime.status();
   runtime_ = *std::move(runtime);
+  if (metrics_ != nullptr) {
+    runtime_->SetMetricsSink(metrics_.get());
+    metrics_->SetLoadSource([runtime = runtime_.get()]() { return runtime->Load(); });
+  }
   service_->Attach(runtime_.get());
   SetServing(true);
   if (!options_.port_file.empty()) RETURN_IF_ERROR(WritePortFile(options_.port_file, port_));
@@ -153,8 +174,10 @@ absl::Status AttentionServer::Start() {
 }
 
 std::string AttentionServer::Describe() const {
-  return absl::StrFormat("attn_server %s serving on %s (%s): %s", ATTN_VERSION, address_,
-                         security_, runtime_ != nullptr ? runtime_->Describe() : "not started");
+  return absl::StrFormat("attn_server %s serving on %s (%s): %s%s", ATTN_VERSION, address_,
+                         security_, runtime_ != nullptr ? runtime_->Describe() : "not started",
+                         metrics_endpoint_ != nullptr ? " metrics=" + metrics_endpoint_->url()
+                                                      : "");
 }
 
 void AttentionServer::Shutdown() {
@@ -191,6 +214,8 @@ void AttentionServer::Shutdown() {
   grpc_server_->Shutdown(absl::ToChronoTime(absl::Now()));
   // No call is left to submit work; let the workers finish and join them.
   if (runtime_ != nullptr) runtime_->Stop();
+  // Scrapes stop reading the runtime before it goes.
+  if (metrics_ != nullptr) metrics_->SetLoadSource(nullptr);
   runtime_.reset();
 }
 

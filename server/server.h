@@ -5,8 +5,9 @@
 // and the runtime behind it (scheduler and executors).
 //
 // Lifecycle:
-//   Create()   listens on options.listen; health reports NOT_SERVING and the
-//              Attention RPCs answer UNAVAILABLE while the server starts.
+//   Create()   listens on options.listen (and serves /metrics on
+//              options.metrics_port when set); health reports NOT_SERVING
+//              and the Attention RPCs answer UNAVAILABLE while it starts.
 //   Start()    builds the backend (CUDA buffers, warm-up), then reports
 //              SERVING and writes options.port_file.
 //   Shutdown() drains: health NOT_SERVING, options.drain_delay of serving
@@ -29,6 +30,8 @@ class Server;
 namespace attn::server {
 
 class AttentionService;
+class MetricsEndpoint;
+class PrometheusMetrics;
 class Runtime;
 
 class AttentionServer {
@@ -48,6 +51,8 @@ class AttentionServer {
   const std::string& address() const { return address_; }
   // One line: backend, devices, workers, limits (for the start-up log).
   std::string Describe() const;
+  // "http://host:port/metrics", or "" without options.metrics_port.
+  std::string metrics_url() const;
 
  private:
   explicit AttentionServer(const ServerOptions& options);
@@ -56,6 +61,9 @@ class AttentionServer {
   ServerOptions options_;
   std::unique_ptr<AttentionService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
+  // Declared before runtime_ so they outlive it (the runtime feeds them).
+  std::shared_ptr<PrometheusMetrics> metrics_;
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   std::unique_ptr<Runtime> runtime_;
   int port_ = 0;
   std::string address_;

@@ -152,6 +152,11 @@ struct ServerOptions {
   bool reflection = true;
 
   SecurityOptions security;
+  // Prometheus metrics (server/METRICS.md): GET /metrics over plain HTTP on
+  // metrics_address:metrics_port; 0 = no metrics endpoint. An empty
+  // metrics_address means the host of `listen`.
+  int metrics_port = 0;
+  std::string metrics_address;
 
   // Level of the one-line-per-request log (failures with INTERNAL, UNKNOWN
   // or DATA_LOSS are always logged at error).

@@ -28,6 +28,7 @@
 #   ATTN_TOKEN_FILE              --token_file: accepted bearer tokens, one per line
 #   ATTN_INSECURE                "1": --insecure (beyond loopback without TLS or
 #                                tokens; the server refuses to start otherwise)
+#   ATTN_METRICS_PORT            --metrics_port: Prometheus /metrics (server/METRICS.md)
 #   ATTN_EXTRA_ARGS              more flags, split on whitespace
 #
 # The health check speaks TLS when ATTN_TLS_CERT is set: it trusts ATTN_TLS_CA
@@ -78,6 +79,7 @@ add_flag tls_key "${ATTN_TLS_KEY:-}"
 add_flag tls_client_ca "${ATTN_TLS_CLIENT_CA:-}"
 add_flag token_file "${ATTN_TOKEN_FILE:-}"
 if [ "${ATTN_INSECURE:-}" = 1 ]; then args+=(--insecure); fi
+add_flag metrics_port "${ATTN_METRICS_PORT:-}"
 if [ -n "${ATTN_EXTRA_ARGS:-}" ]; then
   read -r -a extra <<<"$ATTN_EXTRA_ARGS"
   args+=("${extra[@]}")

@@ -30,15 +30,17 @@ export DEBIAN_FRONTEND=noninteractive
 if [ "$print_only" -eq 0 ]; then "${sudo_cmd[@]}" apt-get update -qq; fi
 
 if [ "$runtime_only" -eq 1 ]; then
-  packages=(libgrpc++1.51 libprotobuf32 ca-certificates)
+  # libprometheus-cpp-pull1.0 (attn_server's /metrics) brings its core
+  # library and civetweb; Debian 12 and Ubuntu 24.04 share its name.
+  packages=(libgrpc++1.51 libprotobuf32 libprometheus-cpp-pull1.0 ca-certificates)
   # Ubuntu 24.04 names them by newer sonames; let apt pick what exists.
   if ! apt-cache show libgrpc++1.51 >/dev/null 2>&1; then
-    packages=(libgrpc++1.51t64 libprotobuf32t64 ca-certificates)
+    packages=(libgrpc++1.51t64 libprotobuf32t64 libprometheus-cpp-pull1.0 ca-certificates)
   fi
 else
   packages=(build-essential cmake ninja-build pkg-config git
             libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-            libabsl-dev libgtest-dev nlohmann-json3-dev
+            libabsl-dev libgtest-dev nlohmann-json3-dev prometheus-cpp-dev
             python3 python3-grpcio python3-numpy python3-protobuf
             python3-venv python3-pip python3-setuptools python3-wheel
             openssl)
@@ -47,8 +49,9 @@ if [ "$with_checks" -eq 1 ]; then
   # deploy/checks: linters, patchelf for the bundle, docker-compose (1.x, for
   # `config` only: no engine needed), PyYAML for Debian's python3, and Node.js
   # with npm for the Kubernetes schema and Dockerfile checks (kept when the
-  # machine already has a Node.js).
-  packages+=(shellcheck yamllint patchelf binutils python3-yaml docker-compose)
+  # machine already has a Node.js). prometheus: the server that scrapes
+  # attn_server in server_prometheus_test.
+  packages+=(shellcheck yamllint patchelf binutils python3-yaml docker-compose prometheus)
   if ! command -v node >/dev/null 2>&1; then
     packages+=(nodejs npm)
   elif ! command -v npm >/dev/null 2>&1; then

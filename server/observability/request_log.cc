@@ -52,14 +52,26 @@ absl::Status AttributeEnd(const Runtime& runtime, const absl::Status& status,
 
 void RecordOutcome(Runtime& runtime, const RequestOutcome& o) {
   const bool ok = o.status.ok();
+  const absl::StatusCode code = o.status.code();
+  const int64_t bytes_in = o.spec != nullptr ? o.spec->InputBytes() : 0;
+  const int64_t bytes_out = o.spec != nullptr ? o.spec->OutputBytes() : 0;
   if (ok) {
-    runtime.stats().RecordSuccess(o.times, o.spec != nullptr ? o.spec->InputBytes() : 0,
-                                  o.spec != nullptr ? o.spec->OutputBytes() : 0);
+    runtime.stats().RecordSuccess(o.times, bytes_in, bytes_out);
   } else {
     runtime.stats().RecordFailure(o.failure);
   }
+  if (MetricsSink* sink = runtime.metrics_sink()) {
+    OutcomeSample sample;
+    sample.rpc = o.rpc;
+    sample.kernel = o.spec != nullptr ? absl::string_view(o.spec->kernel_info().name) : "";
+    sample.code = code;
+    sample.ended_by = ok ? "" : EndedBy(o.failure, code);
+    sample.times = o.times;
+    sample.bytes_in = bytes_in;
+    sample.bytes_out = bytes_out;
+    sink->RecordOutcome(sample);
+  }
 
-  const absl::StatusCode code = o.status.code();
   const LogLevel level = (code == absl::StatusCode::kInternal ||
                           code == absl::StatusCode::kUnknown || code == absl::StatusCode::kDataLoss)
                              ? LogLevel::kError

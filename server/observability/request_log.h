@@ -1,7 +1,7 @@
 // server/observability/request_log.h
 //
 // The end of every Attend/AttendStream call, success or not: one structured
-// log line and the matching counters.
+// log line, the matching counters and the metrics sink (metrics_sink.h).
 //
 //   I request rpc=Attend id=4f1c2a9e-17 status=OK dtype=bf16 shape=1x128x4x64
 //     kernel=cpu_reference device="cpu (2 threads)" receive_us=0 decode_us=9
@@ -46,7 +46,8 @@ struct RequestOutcome {
   absl::string_view device;
 };
 
-// Logs `outcome` and counts it in runtime.stats().
+// Logs `outcome`, counts it in runtime.stats() and hands it to
+// runtime.metrics_sink() when there is one.
 void RecordOutcome(Runtime& runtime, const RequestOutcome& outcome);
 
 }  // namespace attn::server

@@ -16,10 +16,11 @@ Scheduler::Scheduler(std::vector<std::unique_ptr<Executor>> executors, int queue
   {
     absl::MutexLock lock(&mu_);
     live_ = static_cast<int64_t>(executors_.size());
+    healthy_.assign(executors_.size(), true);
   }
   threads_.reserve(executors_.size());
-  for (const std::unique_ptr<Executor>& executor : executors_) {
-    threads_.emplace_back([this, e = executor.get()]() { WorkerLoop(e); });
+  for (size_t i = 0; i < executors_.size(); ++i) {
+    threads_.emplace_back([this, i]() { WorkerLoop(i); });
   }
 }
 
@@ -36,6 +37,11 @@ void Scheduler::Stop() {
 int64_t Scheduler::live_workers() const {
   absl::MutexLock lock(&mu_);
   return live_;
+}
+
+std::vector<bool> Scheduler::worker_health() const {
+  absl::MutexLock lock(&mu_);
+  return healthy_;
 }
 
 Scheduler::Load Scheduler::load() const {
@@ -112,11 +118,14 @@ absl::Status Scheduler::Submit(std::unique_ptr<Job>& job) {
   return admitted;
 }
 
-void Scheduler::WorkerLoop(Executor* executor) {
+void Scheduler::WorkerLoop(size_t index) {
+  Executor* executor = executors_[index].get();
   const absl::Status bound = executor->BindToThread();
   if (!bound.ok()) {
     LOGF(kError, "worker for %s cannot start: %s; its jobs will fail", executor->Name(),
          bound.ToString());
+    absl::MutexLock lock(&mu_);
+    healthy_[index] = false;
   }
   while (true) {
     Entry entry;
@@ -142,6 +151,7 @@ void Scheduler::WorkerLoop(Executor* executor) {
     {
       absl::MutexLock lock(&mu_);
       --running_;
+      if (retire) healthy_[index] = false;
       if (retire && --live_ == 0) {
         last_to_retire = true;
         orphans.swap(queue_);

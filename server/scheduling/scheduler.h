@@ -68,6 +68,9 @@ class Scheduler {
   int workers() const { return static_cast<int>(executors_.size()); }
   // Workers not retired.
   int64_t live_workers() const;
+  // Per worker, in executors() order: false once it retired, or when its
+  // executor could not bind to its thread (then it fails every job).
+  std::vector<bool> worker_health() const;
   int queue_capacity() const { return capacity_; }
   const std::vector<std::unique_ptr<Executor>>& executors() const { return executors_; }
 
@@ -77,7 +80,7 @@ class Scheduler {
     absl::Time enqueued;
   };
 
-  void WorkerLoop(Executor* executor);
+  void WorkerLoop(size_t index);
   // Moves queued jobs that were cancelled or are past their deadline into
   // `dropped` (with the status each will be completed with).
   void PurgeLocked(absl::Time now, std::vector<std::pair<Entry, absl::Status>>* dropped)
@@ -95,6 +98,7 @@ class Scheduler {
   int64_t running_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   int64_t live_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<bool> healthy_ ABSL_GUARDED_BY(mu_);
 
   std::vector<std::thread> threads_;
 };

@@ -1,0 +1,174 @@
+// GET /metrics on a running attn_server (CPU backend): the text exposition
+// with the documented names, success and failure counts and a duration
+// histogram whose count matches the calls sent, the gauges; and the flags'
+// errors (a port out of range, a port already taken) naming the flag.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "attnserve/v1/attention.grpc.pb.h"
+#include "e2e_util.h"
+#include "gtest/gtest.h"
+#include "http_get.h"
+#include "metrics_server.h"
+#include "metrics_text.h"
+#include "test_util.h"
+
+namespace attn::testing {
+namespace {
+
+namespace rpb = ::attnserve::v1;
+
+constexpr int kCalls = 3;
+
+rpb::AttendRequest Small(const std::string& id, const std::string& kernel = "") {
+  return MakeRequest(MakeRandomInputs({1, 16, 2, 64}, DType::kBFloat16, FreshSeed()), id, kernel);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TMPDIR");
+  return absl::StrCat(dir != nullptr && *dir != '\0' ? dir : "/tmp", "/attn_metrics_", name, "_",
+                      FreshSeed(), ".log");
+}
+
+TEST(MetricsEndpointTest, ServesCountsHistogramsAndGauges) {
+  auto server = StartWithMetrics();
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = server->metrics_port;
+
+  // Before any call: the gauges, and no sample of a call yet (prometheus-cpp
+  // leaves out a family until it has one).
+  auto before = HttpGet(port, "/metrics");
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ(before->status, 200);
+  EXPECT_EQ(SampleValue(before->body, "attn_inference_pending_request_count"), 0) << before->body;
+  EXPECT_EQ(SampleValue(before->body,
+                        R"(attn_inference_request_duration_seconds_count{kernel="cpu_reference"})"),
+            std::nullopt);
+
+  auto stub = rpb::Attention::NewStub(server->process->NewChannel());
+  for (int i = 0; i < kCalls; ++i) {
+    auto context = ContextWithDeadline(absl::Seconds(60));
+    rpb::AttendResponse response;
+    const grpc::Status status = stub->Attend(context.get(), Small(absl::StrCat("m", i)), &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  {
+    auto context = ContextWithDeadline(absl::Seconds(60));
+    rpb::AttendResponse response;
+    const grpc::Status status =
+        stub->Attend(context.get(), Small("bad", "no_such_kernel"), &response);
+    ASSERT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << status.error_message();
+  }
+
+  // RecordOutcome runs before the response is sent, so the counts are final.
+  auto after = HttpGet(port, "/metrics");
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_EQ(after->status, 200);
+  const std::string& text = after->body;
+  SCOPED_TRACE(text);
+  EXPECT_TRUE(absl::StrContains(text, "# TYPE attn_inference_request_duration_seconds histogram"));
+  EXPECT_EQ(
+      SampleValue(text,
+                  R"(attn_inference_request_success_total{kernel="cpu_reference",rpc="Attend"})"),
+      kCalls);
+  EXPECT_EQ(
+      SampleValue(text, R"(attn_inference_request_duration_seconds_count{kernel="cpu_reference"})"),
+      kCalls);
+  EXPECT_EQ(
+      SampleValue(
+          text,
+          R"(attn_inference_request_duration_seconds_bucket{kernel="cpu_reference",le="+Inf"})"),
+      kCalls);
+  EXPECT_GT(
+      *SampleValue(text, R"(attn_inference_request_duration_seconds_sum{kernel="cpu_reference"})"),
+      0);
+  EXPECT_EQ(
+      SampleValue(text, R"(attn_inference_queue_duration_seconds_count{kernel="cpu_reference"})"),
+      kCalls);
+  EXPECT_EQ(
+      SampleValue(text,
+                  R"(attn_inference_compute_infer_duration_seconds_count{kernel="cpu_reference"})"),
+      kCalls);
+  EXPECT_EQ(
+      SampleValue(
+          text,
+          R"(attn_inference_request_failure_total{code="NOT_FOUND",kernel="none",reason="request",rpc="Attend"})"),
+      1);
+  // 1x16x2x64 bf16: 4096 bytes each of q, k, v and out.
+  EXPECT_EQ(SampleValue(text, "attn_inference_input_bytes_total"), kCalls * 3 * 4096);
+  EXPECT_EQ(SampleValue(text, "attn_inference_output_bytes_total"), kCalls * 4096);
+  EXPECT_EQ(SampleValue(text, "attn_inference_pending_request_count"), 0);
+  EXPECT_EQ(SampleValue(text, "attn_inference_in_flight_requests"), 0);
+  EXPECT_EQ(SampleValue(text, "attn_stream_buffer_bytes"), 0);
+  EXPECT_GT(*SampleValue(text, "attn_stream_buffer_limit_bytes"), 0);
+  EXPECT_EQ(SampleValue(text, R"m(attn_worker_healthy{executor="cpu (1 thread)",worker="0"})m"), 1);
+
+  // Only /metrics is served.
+  auto other = HttpGet(port, "/");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->status, 404);
+  auto exit = server->process->Stop();
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_TRUE(exit->Clean()) << exit->ToString();
+}
+
+TEST(MetricsEndpointTest, BadMetricsPortIsAUsageError) {
+  ServerProcess::Options options;
+  options.flags = {"--backend=cpu", "--metrics_port=70000"};
+  options.log_path = TempPath("bad_port");
+  auto server = ServerProcess::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kAborted) << server.status();
+  EXPECT_TRUE(absl::StrContains(server.status().message(), "exit code 2")) << server.status();
+  const std::string log = ReadFile(options.log_path);
+  EXPECT_TRUE(absl::StrContains(log, "--metrics_port is 70000; it must be between 0 and 65535"))
+      << log;
+  std::remove(options.log_path.c_str());
+}
+
+TEST(MetricsEndpointTest, TakenMetricsPortFailsStartNamingTheFlag) {
+  // A listener of the test's own holds the port.
+  const int holder = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(holder, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(holder, 1), 0);
+  ASSERT_EQ(getsockname(holder, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const int port = ntohs(address.sin_port);
+
+  ServerProcess::Options options;
+  options.flags = {"--backend=cpu", absl::StrCat("--metrics_port=", port)};
+  options.log_path = TempPath("taken_port");
+  auto server = ServerProcess::Start(options);
+  close(holder);
+  ASSERT_FALSE(server.ok());
+  EXPECT_TRUE(absl::StrContains(server.status().message(), "exit code 1")) << server.status();
+  const std::string log = ReadFile(options.log_path);
+  EXPECT_TRUE(absl::StrContains(log, absl::StrCat("cannot serve metrics on 127.0.0.1:", port,
+                                                  " (--metrics_address, --metrics_port)")))
+      << log;
+  std::remove(options.log_path.c_str());
+}
+
+}  // namespace
+}  // namespace attn::testing
