@@ -214,7 +214,7 @@ extern "C" int attn_client_connect(const attn_client_options_t* options, attn_cl
   attn::ClientOptions o;
   if (options->address != nullptr && options->address[0] != '\0') o.address = options->address;
   o.connect_timeout = absl::Seconds(options->connect_timeout_s);
-  o.rpc_timeout = absl::Seconds(options->rpc_timeout_s);
+  o.rpc_timeout = absl::Seconds(options->rpc_timeout_s);  // < 0: a deadline already past
   o.max_receive_message_bytes = options->max_message_bytes;
   o.max_send_message_bytes = options->max_message_bytes;
   o.stream_threshold_bytes = options->stream_threshold_bytes;
@@ -271,6 +271,14 @@ extern "C" int attn_client_attend(
   options.window_right = window_right;
   options.return_lse = lse != nullptr;
   options.request_id = OrEmpty(request_id);
+  // The C++ client reads a timeout <= 0 as "the default"; a negative one is
+  // a deadline already past, as in gRPC: the call fails without being sent.
+  if (timeout_s < 0) {
+    return ReportToC(absl::DeadlineExceededError(absl::StrCat(
+                         "Attend to ", client->client->options().address,
+                         ": the deadline passed before the call (timeout_s is ", timeout_s, ")")),
+                     error, error_size);
+  }
   options.timeout = absl::Seconds(timeout_s);
   const int64_t copied_in = NowNs();
 

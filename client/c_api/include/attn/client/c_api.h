@@ -120,7 +120,8 @@ enum {
  *   lse: NULL, or float32 [batch, heads_q, seqlen_q] (varlen [heads_q,
  *     total_q]) receiving the log-sum-exp of each query row (-inf where a row
  *     sees no key);
- *   timeout_s: the call's deadline; 0: the client's rpc_timeout_s;
+ *   timeout_s: the call's deadline; 0: the client's rpc_timeout_s; negative:
+ *     already past (DEADLINE_EXCEEDED), as is a negative rpc_timeout_s;
  *   transport: ATTN_TRANSPORT_*;
  *   request_id: NULL or "": the server assigns one;
  *   timing: NULL, or receives the breakdown.
