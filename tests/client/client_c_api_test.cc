@@ -8,9 +8,7 @@
 // (client/c_api/CMakeLists.txt). The Python tests load the .so itself.
 #include "attn/client/c_api.h"
 
-#include <cmath>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -18,8 +16,8 @@
 
 #include "absl/strings/match.h"
 #include "attn/client/attention_client.h"
-#include "attn/cpu_reference.h"
 #include "attnserve/v1/attention.pb.h"
+#include "breadth_cases.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
 #include "test_util.h"
@@ -130,61 +128,19 @@ TEST_F(ClientCApiTest, AttendMatchesTheReferenceAndTheCppClientByteForByte) {
   absl::StatusOr<std::unique_ptr<AttentionClient>> cpp = AttentionClient::Connect(cpp_options);
   ASSERT_TRUE(cpp.ok()) << cpp.status();
 
-  struct Feature {
-    const char* name;
-    AttentionInputs geometry;
-    AttendOptions options;
-  };
-  std::vector<Feature> features(4);
-  features[0].name = "fp16 self-attention";
-  features[0].geometry.dtype = DType::kFloat16;
-  features[0].geometry.shape = Shape{2, 37, 3, 32};
-  features[1].name = "bf16 gqa, kv_seq_len 50, causal, scale, lse";
-  features[1].geometry.shape = Shape{2, 31, 4, 32};
-  features[1].geometry.kv_seq_len = 50;
-  features[1].geometry.kv_num_heads = 2;
-  features[1].options.causal = true;
-  features[1].options.softmax_scale = 0.25f;
-  features[1].options.return_lse = true;
-  features[2].name = "bf16 mqa, window (6, 0), lse, large enough to stream";
-  features[2].geometry.shape = Shape{1, 160, 4, 64};
-  features[2].geometry.kv_num_heads = 1;
-  features[2].options.window_left = 6;
-  features[2].options.window_right = 0;
-  features[2].options.return_lse = true;
-  features[3].name = "bf16 varlen, causal, lse";
-  features[3].geometry.shape = Shape{3, 0, 2, 16};
-  features[3].geometry.cu_seqlens_q = CumulativeSeqlens({5, 0, 21});
-  features[3].geometry.cu_seqlens_k = CumulativeSeqlens({9, 3, 17});
-  features[3].options.causal = true;
-  features[3].options.return_lse = true;
+  // The shared breadth cases, and fp16 self-attention with a scale.
+  std::vector<attn::testing::BreadthCase> cases = attn::testing::BreadthCases();
+  cases.push_back({"fp16 self-attention, scale 0.25", {}, {}});
+  cases.back().geometry.dtype = DType::kFloat16;
+  cases.back().geometry.shape = Shape{2, 37, 3, 32};
+  cases.back().options.softmax_scale = 0.25f;
   const uint64_t seed = attn::testing::FreshSeed();
-  for (const Feature& f : features) {
+  for (const attn::testing::BreadthCase& f : cases) {
     SCOPED_TRACE(::testing::Message() << f.name << ", seed " << seed);
     const AttentionInputs in = MakeRandomInputs(f.geometry, seed);
     const AbiCall call = Attend(client_.get(), in, f.options);
     ASSERT_EQ(call.code, 0) << call.error;
-
-    std::vector<float> q(in.q.size() / 2), k(in.k.size() / 2), v(in.v.size() / 2);
-    ToFloat(in.q.data(), in.dtype, q.size(), q.data());
-    ToFloat(in.k.data(), in.dtype, k.size(), k.data());
-    ToFloat(in.v.data(), in.dtype, v.size(), v.data());
-    std::vector<double> ref_lse;
-    const std::vector<double> ref =
-        AttentionNaiveF64(in.Problem(f.options), q.data(), k.data(), v.data(),
-                          in.varlen() ? in.cu_seqlens_q.data() : nullptr,
-                          in.varlen() ? in.cu_seqlens_k.data() : nullptr, &ref_lse);
-    std::vector<uint16_t> out(call.out.size() / 2);
-    std::memcpy(out.data(), call.out.data(), call.out.size());
-    EXPECT_LT(attn::testing::RelativeL2Error(out, in.dtype, ref), 1e-2);
-    ASSERT_EQ(call.lse.size(), f.options.return_lse ? ref_lse.size() : 0u);
-    for (size_t i = 0; i < call.lse.size(); ++i) {
-      if (std::isinf(ref_lse[i])) {
-        EXPECT_EQ(call.lse[i], -std::numeric_limits<float>::infinity()) << i;
-      } else {
-        EXPECT_NEAR(call.lse[i], ref_lse[i], 1e-3) << i;
-      }
-    }
+    attn::testing::ExpectMatchesReference(in, f.options, call.out, call.lse);
 
     // The CPU backend is deterministic: the C++ client gets the same bytes.
     absl::StatusOr<AttendResult> direct = (*cpp)->Attend(in, f.options);
