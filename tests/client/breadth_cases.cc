@@ -5,11 +5,17 @@
 #include <cstring>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "attn/cpu_reference.h"
 #include "gtest/gtest.h"
 #include "test_util.h"
 
 namespace attn::testing {
+
+absl::StatusOr<std::unique_ptr<ServerProcess>> StartBreadthServer() {
+  return ServerProcess::Start({"--backend=cpu", "--cpu_threads=1",
+                               absl::StrCat("--max_message_bytes=", kBreadthMaxMessageBytes)});
+}
 
 std::vector<BreadthCase> BreadthCases() {
   std::vector<BreadthCase> cases(3);

@@ -4,12 +4,23 @@
 #ifndef ATTN_TESTS_CLIENT_BREADTH_CASES_H_
 #define ATTN_TESTS_CLIENT_BREADTH_CASES_H_
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "attn/client/attend_types.h"
+#include "server_process.h"
 
 namespace attn::testing {
+
+// The server's message limit the cases are sized for: 3 x 64 KiB requests,
+// and case 1 below, must stream.
+inline constexpr int64_t kBreadthMaxMessageBytes = 96 * 1024;
+
+// The CPU-backend attn_server (one thread) with that limit.
+absl::StatusOr<std::unique_ptr<ServerProcess>> StartBreadthServer();
 
 struct BreadthCase {
   const char* name;

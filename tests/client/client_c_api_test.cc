@@ -67,16 +67,11 @@ AbiCall Attend(attn_client_t* client, const AttentionInputs& in, const AttendOpt
 class ClientCApiTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    // A small message limit makes AttendStream reachable with small tensors.
-    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
-        {"--backend=cpu", "--cpu_threads=1", "--max_message_bytes=98304"});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
+    absl::StatusOr<std::unique_ptr<ServerProcess>> started = attn::testing::StartBreadthServer();
+    ASSERT_TRUE(started.ok()) << started.status();
+    server_ = *std::move(started);
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
+  static void TearDownTestSuite() { server_.reset(); }
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
     attn_client_options_t options;
@@ -88,11 +83,9 @@ class ClientCApiTest : public ::testing::Test {
     client_.reset(client);
   }
 
-  static ServerProcess* server_;
+  static inline std::unique_ptr<ServerProcess> server_;
   ClientHandle client_;
 };
-
-ServerProcess* ClientCApiTest::server_ = nullptr;
 
 TEST(ClientCApiOptionsTest, InitWritesTheCppClientsDefaults) {
   attn_client_options_t options;
@@ -244,7 +237,7 @@ TEST_F(ClientCApiTest, HealthInfoKernelsAndStats) {
   attn_client_buffer_free(&message);
   EXPECT_EQ(message.data, nullptr);
   EXPECT_EQ(info.backend(), "cpu");
-  EXPECT_EQ(info.limits().max_message_bytes(), 98304);
+  EXPECT_EQ(info.limits().max_message_bytes(), attn::testing::kBreadthMaxMessageBytes);
 
   ASSERT_EQ(attn_client_list_kernels(client_.get(), &message, error, sizeof(error)), 0) << error;
   attnserve::v1::ListKernelsResponse kernels;

@@ -31,8 +31,7 @@ namespace {
 
 using ::attn::testing::ServerProcess;
 
-// The server refuses messages above this, so 3 x 64 KiB requests must stream.
-constexpr int64_t kMaxMessageBytes = 96 * 1024;
+using ::attn::testing::kBreadthMaxMessageBytes;
 
 double ErrorAgainstReference(const AttentionInputs& in, const AttendResult& result) {
   std::vector<float> q(in.shape.NumElements()), k(q.size()), v(q.size());
@@ -80,8 +79,7 @@ CommandResult RunCli(const std::vector<std::string>& args) {
 class ClientE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
-        {"--backend=cpu", "--cpu_threads=1", absl::StrCat("--max_message_bytes=", kMaxMessageBytes)});
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server = attn::testing::StartBreadthServer();
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
   }
@@ -184,7 +182,7 @@ TEST_F(ClientE2eTest, CliKernelsPrintsCapabilities) {
 
 TEST_F(ClientE2eTest, RequestsAboveTheServersMessageLimitAreStreamed) {
   ASSERT_TRUE(client_->server_info().has_value());
-  EXPECT_EQ(client_->server_info()->limits().max_message_bytes(), kMaxMessageBytes);
+  EXPECT_EQ(client_->server_info()->limits().max_message_bytes(), kBreadthMaxMessageBytes);
   const uint64_t seed = attn::testing::FreshSeed();
   const AttentionInputs large = MakeRandomInputs({1, 128, 4, 64}, DType::kFloat16, seed);
   ASSERT_TRUE(client_->WouldStream(large));
