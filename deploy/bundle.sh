@@ -139,8 +139,9 @@ if [ "$bin_only" -eq 0 ]; then
     # The sources, _version.py and the stubs; not the build tree's copy of
     # the .so (the package finds lib/ above it) nor caches.
     mkdir -p "$out/python"
+    python_out="$(cd "$out/python" && pwd)"
     (cd "$python_pkg" && find attnserve_client attnserve -name '*.py' -not -path '*/__pycache__/*' \
-      -exec cp --parents {} "$out/python/" \;)
+      -exec cp --parents -t "$python_out" {} +)
   fi
   cp "$root/deploy/bundle_smoke.sh" "$out/smoke.sh"
   chmod +x "$out/smoke.sh"
