@@ -7,6 +7,12 @@
 #                target's base system (gRPC, protobuf, Abseil, c-ares, re2,
 #                OpenSSL, zlib, ..., and libcudart when linked dynamically),
 #                each with RUNPATH $ORIGIN
+#   <out>/lib/libattn_client_c.so  the client's C ABI (client/c_api), which
+#                the Python package's native transport loads with ctypes
+#   <out>/python/attnserve_client  the Python package (with its protobuf
+#                stubs under python/attnserve/); it finds ../../lib/ by
+#                itself: PYTHONPATH=<out>/python python3 -m attnserve_client
+#                needs NumPy, and grpcio only for its fallback transport
 #   <out>/MANIFEST  source commit, build settings, sha256 of every file
 #   <out>/smoke.sh  starts the bundled server, checks a request with the
 #                   bundled client, stops it (deploy/bundle_smoke.sh)
@@ -27,8 +33,9 @@
 #     --build-dir  build tree (default: $BUILD_DIR, else build/)
 #     --out        output folder, replaced (default: <build-dir>/bundle)
 #     --tar        also write <out>.tar.gz
-#     --bin-only   binaries only, no lib/ and no RUNPATH change (the container
-#                  image installs the libraries from the distribution)
+#     --bin-only   binaries only, no lib/, no python/ and no RUNPATH change
+#                  (the container image installs the libraries from the
+#                  distribution)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
@@ -66,6 +73,19 @@ for spec in server/attn_server client/attn_cli client/attn_loadgen bench/attn_be
 done
 [ ${#binaries[@]} -gt 0 ] || die "no attnserve binaries in $build_dir (build first)"
 
+# The Python package and the C ABI its native transport loads: required
+# once the source tree defines the library.
+client_lib="$build_dir/client/c_api/libattn_client_c.so"
+python_pkg="$build_dir/client/python"
+shared_objects=()
+if [ "$bin_only" -eq 0 ]; then
+  if [ -f "$client_lib" ]; then
+    shared_objects+=("$client_lib")
+  elif grep -qs "add_library(attn_client_c SHARED" "$root/client/c_api/CMakeLists.txt"; then
+    die "libattn_client_c.so is defined in the source tree but $client_lib is missing (build first)"
+  fi
+fi
+
 # Sonames that stay on the host (see the header).
 is_system_lib() {
   case "$1" in
@@ -91,7 +111,7 @@ if [ "$bin_only" -eq 0 ]; then
   mkdir -p "$out/lib"
   # ldd lists the whole dependency closure of each binary.
   declare -A libs=()
-  for bin in "${binaries[@]}"; do
+  for bin in "${binaries[@]}" "${shared_objects[@]}"; do
     while read -r soname _ path _; do
       if is_system_lib "$soname"; then continue; fi
       if [ "$path" = "not" ]; then die "$bin: $soname not found"; fi
@@ -105,10 +125,24 @@ if [ "$bin_only" -eq 0 ]; then
     # shellcheck disable=SC2016  # a literal $ORIGIN, expanded by the loader
     patchelf --set-rpath '$ORIGIN' "$out/lib/$soname"
   done
+  for so in "${shared_objects[@]}"; do
+    cp -L "$so" "$out/lib/"
+    chmod u+w "$out/lib/$(basename "$so")"
+    # shellcheck disable=SC2016  # a literal $ORIGIN, expanded by the loader
+    patchelf --set-rpath '$ORIGIN' "$out/lib/$(basename "$so")"
+  done
   for bin in "$out"/bin/*; do
     # shellcheck disable=SC2016  # a literal $ORIGIN, expanded by the loader
     patchelf --set-rpath '$ORIGIN/../lib' "$bin"
   done
+  if [ -f "$python_pkg/attnserve_client/__init__.py" ]; then
+    # The sources, _version.py and the stubs; not the build tree's copy of
+    # the .so (the package finds lib/ above it) nor caches.
+    mkdir -p "$out/python"
+    python_out="$(cd "$out/python" && pwd)"
+    (cd "$python_pkg" && find attnserve_client attnserve -name '*.py' -not -path '*/__pycache__/*' \
+      -exec cp --parents -t "$python_out" {} +)
+  fi
   cp "$root/deploy/bundle_smoke.sh" "$out/smoke.sh"
   chmod +x "$out/smoke.sh"
 fi
@@ -135,6 +169,7 @@ fi
   echo "files (sha256):"
   dirs=(bin)
   if [ -d "$out/lib" ]; then dirs+=(lib); fi
+  if [ -d "$out/python" ]; then dirs+=(python); fi
   (cd "$out" && find "${dirs[@]}" -type f | sort | xargs sha256sum)
 } >"$out/MANIFEST"
 

@@ -3,8 +3,10 @@
 # installs this script as <bundle>/smoke.sh): starts the bundle's attn_server
 # on a free loopback port, waits until the bundle's attn_cli sees it SERVING,
 # prints the server's info and kernels, sends one `attend --check` request
-# per shape (result compared with a float64 reference), prints the server's
-# stats, then stops the server with SIGTERM, which must drain and exit 0.
+# per shape (result compared with a float64 reference), one through the
+# bundled Python package's native transport when python3 has NumPy, prints
+# the server's stats, then stops the server with SIGTERM, which must drain
+# and exit 0.
 #
 #   smoke.sh [--backend=auto|cuda|cpu] [--shape=B,S,H,D]... [--kernel=NAME]...
 #            [-- extra attn_server flags]
@@ -77,6 +79,14 @@ else
       fi
     done
   done
+  # The Python package through its native transport (the bundle's
+  # lib/libattn_client_c.so; no grpcio needed), when python3 has NumPy.
+  if [ -d "$here/python" ] && command -v python3 >/dev/null 2>&1 &&
+     python3 -c "import numpy" 2>/dev/null; then
+    step "python3 -m attnserve_client attend --transport=native --check"
+    PYTHONPATH="$here/python" python3 -m attnserve_client attend --address="$address" \
+      --transport=native --shape=1,256,4,64 --check || fail_step "python native attend"
+  fi
   "${cli[@]}" stats --address="$address" || fail_step "attn_cli stats"
 fi
 

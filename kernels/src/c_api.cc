@@ -5,27 +5,12 @@
 #include <string>
 
 #include "attn/attention.h"
+#include "attn/c_boundary.h"
 
 namespace {
 
-int Report(const absl::Status& status, char* error, size_t error_size) {
-  if (error != nullptr && error_size > 0) {
-    const std::string message(status.message());
-    const size_t n = std::min(message.size(), error_size - 1);
-    std::memcpy(error, message.data(), n);
-    error[n] = '\0';
-  }
-  return static_cast<int>(status.code());
-}
-
-absl::Status DTypeFromC(int dtype, attn::DType* type) {
-  if (dtype != ATTN_DTYPE_FLOAT16 && dtype != ATTN_DTYPE_BFLOAT16) {
-    return absl::InvalidArgumentError(
-        "dtype must be ATTN_DTYPE_FLOAT16 (0) or ATTN_DTYPE_BFLOAT16 (1)");
-  }
-  *type = dtype == ATTN_DTYPE_BFLOAT16 ? attn::DType::kBFloat16 : attn::DType::kFloat16;
-  return absl::OkStatus();
-}
+using ::attn::DTypeFromC;
+using ::attn::ReportToC;
 
 }  // namespace
 
@@ -34,15 +19,15 @@ extern "C" int attn_forward(const char* kernel, int dtype, const void* q, const 
                             int64_t num_heads, int64_t head_dim, float softmax_scale,
                             void* stream, char* error, size_t error_size) {
   if (kernel == nullptr) {
-    return Report(absl::InvalidArgumentError("kernel is NULL"), error, error_size);
+    return ReportToC(absl::InvalidArgumentError("kernel is NULL"), error, error_size);
   }
-  attn::DType type = attn::DType::kBFloat16;
-  if (absl::Status st = DTypeFromC(dtype, &type); !st.ok()) return Report(st, error, error_size);
+  absl::StatusOr<attn::DType> type = DTypeFromC(dtype);
+  if (!type.ok()) return ReportToC(type.status(), error, error_size);
   attn::AttentionProblem problem =
       attn::AttentionProblem::SelfAttention(batch, seq_len, num_heads, head_dim);
   problem.softmax_scale = softmax_scale;
-  const attn::AttentionArgs args = attn::AttentionArgs::Contiguous(problem, type, q, k, v, out);
-  return Report(attn::Forward(args, kernel, static_cast<CUstream_st*>(stream)), error,
+  const attn::AttentionArgs args = attn::AttentionArgs::Contiguous(problem, *type, q, k, v, out);
+  return ReportToC(attn::Forward(args, kernel, static_cast<CUstream_st*>(stream)), error,
                 error_size);
 }
 
@@ -55,10 +40,10 @@ extern "C" int attn_forward_ex(const char* kernel, int dtype, const void* q, con
                                int64_t total_q, int64_t total_k, void* stream, char* error,
                                size_t error_size) {
   if (kernel == nullptr) {
-    return Report(absl::InvalidArgumentError("kernel is NULL"), error, error_size);
+    return ReportToC(absl::InvalidArgumentError("kernel is NULL"), error, error_size);
   }
-  attn::DType type = attn::DType::kBFloat16;
-  if (absl::Status st = DTypeFromC(dtype, &type); !st.ok()) return Report(st, error, error_size);
+  absl::StatusOr<attn::DType> type = DTypeFromC(dtype);
+  if (!type.ok()) return ReportToC(type.status(), error, error_size);
   attn::AttentionProblem problem;
   problem.batch = batch;
   problem.seqlen_q = seqlen_q;
@@ -77,10 +62,10 @@ extern "C" int attn_forward_ex(const char* kernel, int dtype, const void* q, con
     problem.total_q = total_q;
     problem.total_k = total_k;
   }
-  attn::AttentionArgs args = attn::AttentionArgs::Contiguous(problem, type, q, k, v, out, lse);
+  attn::AttentionArgs args = attn::AttentionArgs::Contiguous(problem, *type, q, k, v, out, lse);
   args.cu_seqlens_q = cu_seqlens_q;
   args.cu_seqlens_k = cu_seqlens_k;
-  return Report(attn::Forward(args, kernel, static_cast<CUstream_st*>(stream)), error,
+  return ReportToC(attn::Forward(args, kernel, static_cast<CUstream_st*>(stream)), error,
                 error_size);
 }
 

@@ -21,6 +21,7 @@
 #include "attn/client/attention_client.h"
 #include "attn/client/npy.h"
 #include "attn/cpu_reference.h"
+#include "breadth_cases.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
 #include "test_util.h"
@@ -30,8 +31,7 @@ namespace {
 
 using ::attn::testing::ServerProcess;
 
-// The server refuses messages above this, so 3 x 64 KiB requests must stream.
-constexpr int64_t kMaxMessageBytes = 96 * 1024;
+using ::attn::testing::kBreadthMaxMessageBytes;
 
 double ErrorAgainstReference(const AttentionInputs& in, const AttendResult& result) {
   std::vector<float> q(in.shape.NumElements()), k(q.size()), v(q.size());
@@ -79,8 +79,7 @@ CommandResult RunCli(const std::vector<std::string>& args) {
 class ClientE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
-        {"--backend=cpu", "--cpu_threads=1", absl::StrCat("--max_message_bytes=", kMaxMessageBytes)});
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server = attn::testing::StartBreadthServer();
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
   }
@@ -123,61 +122,18 @@ TEST_F(ClientE2eTest, AttendMatchesTheFloat64Reference) {
 // message limit makes the larger case stream), against the float64
 // reference with its LSE.
 TEST_F(ClientE2eTest, EveryFeatureMatchesTheFloat64Reference) {
-  struct Feature {
-    const char* name;
-    AttentionInputs geometry;
-    AttendOptions options;
-  };
-  std::vector<Feature> features(3);
-  features[0].name = "gqa, kv_seq_len 50 > 31, causal, lse";
-  features[0].geometry.shape = Shape{2, 31, 4, 32};
-  features[0].geometry.kv_seq_len = 50;
-  features[0].geometry.kv_num_heads = 2;
-  features[0].options.causal = true;
-  features[0].options.return_lse = true;
-  features[1].name = "mqa, window (6, 0), lse, large enough to stream";
-  features[1].geometry.shape = Shape{1, 160, 4, 64};  // 80 KiB of q: above the limit
-  features[1].geometry.kv_num_heads = 1;
-  features[1].options.window_left = 6;
-  features[1].options.window_right = 0;
-  features[1].options.return_lse = true;
-  features[2].name = "varlen, causal, lse";
-  features[2].geometry.shape = Shape{3, 0, 2, 16};
-  features[2].geometry.cu_seqlens_q = CumulativeSeqlens({5, 0, 21});
-  features[2].geometry.cu_seqlens_k = CumulativeSeqlens({9, 3, 17});
-  features[2].options.causal = true;
-  features[2].options.return_lse = true;
+  const std::vector<attn::testing::BreadthCase> cases = attn::testing::BreadthCases();
   const uint64_t seed = attn::testing::FreshSeed();
-  for (Feature& f : features) {
-    SCOPED_TRACE(::testing::Message() << f.name << ", seed " << seed);
-    f.geometry.dtype = DType::kBFloat16;
-    const AttentionInputs in = MakeRandomInputs(f.geometry, seed);
+  for (const attn::testing::BreadthCase& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.name << ", seed " << seed);
+    const AttentionInputs in = MakeRandomInputs(c.geometry, seed);
     ASSERT_TRUE(in.Validate().ok()) << in.Validate();
-    std::vector<float> q(in.q.size() / 2), k(in.k.size() / 2), v(in.v.size() / 2);
-    ToFloat(in.q.data(), in.dtype, q.size(), q.data());
-    ToFloat(in.k.data(), in.dtype, k.size(), k.data());
-    ToFloat(in.v.data(), in.dtype, v.size(), v.data());
-    std::vector<double> ref_lse;
-    const std::vector<double> ref =
-        AttentionNaiveF64(in.Problem(f.options), q.data(), k.data(), v.data(),
-                          in.varlen() ? in.cu_seqlens_q.data() : nullptr,
-                          in.varlen() ? in.cu_seqlens_k.data() : nullptr, &ref_lse);
-    absl::StatusOr<AttendResult> result = client_->Attend(in, f.options);
+    absl::StatusOr<AttendResult> result = client_->Attend(in, c.options);
     ASSERT_TRUE(result.ok()) << result.status();
     EXPECT_EQ(result->client.streamed, client_->WouldStream(in));
-    std::vector<uint16_t> out(result->out.size() / 2);
-    std::memcpy(out.data(), result->out.data(), result->out.size());
-    EXPECT_LT(attn::testing::RelativeL2Error(out, in.dtype, ref), 1e-2);
-    ASSERT_EQ(result->lse.size(), ref_lse.size());
-    for (size_t i = 0; i < ref_lse.size(); ++i) {
-      if (std::isinf(ref_lse[i])) {
-        EXPECT_EQ(result->lse[i], -std::numeric_limits<float>::infinity()) << i;
-      } else {
-        EXPECT_NEAR(result->lse[i], ref_lse[i], 1e-3) << i;
-      }
-    }
+    attn::testing::ExpectMatchesReference(in, c.options, result->out, result->lse);
   }
-  EXPECT_TRUE(client_->WouldStream(MakeRandomInputs(features[1].geometry, 1)));
+  EXPECT_TRUE(client_->WouldStream(MakeRandomInputs(cases[1].geometry, 1)));
 }
 
 TEST_F(ClientE2eTest, CliBreadthFlagsCheckAndWriteNpy) {
@@ -226,7 +182,7 @@ TEST_F(ClientE2eTest, CliKernelsPrintsCapabilities) {
 
 TEST_F(ClientE2eTest, RequestsAboveTheServersMessageLimitAreStreamed) {
   ASSERT_TRUE(client_->server_info().has_value());
-  EXPECT_EQ(client_->server_info()->limits().max_message_bytes(), kMaxMessageBytes);
+  EXPECT_EQ(client_->server_info()->limits().max_message_bytes(), kBreadthMaxMessageBytes);
   const uint64_t seed = attn::testing::FreshSeed();
   const AttentionInputs large = MakeRandomInputs({1, 128, 4, 64}, DType::kFloat16, seed);
   ASSERT_TRUE(client_->WouldStream(large));

@@ -14,14 +14,20 @@ options (causal, window_size, return_lse, GQA k/v, cu_seqlens for varlen).
 With PyTorch, flash_attn_func / flash_attn_varlen_func (module flash_attn)
 take and return torch tensors in FA2's conventions.
 
-Errors are AttnServeError, a grpc.RpcError with code() and details();
+Calls go through the C++ client (libattn_client_c.so, via ctypes) when that
+library is found, else through grpcio: Client(transport="auto"|"native"|
+"grpcio"); the native transport needs neither grpcio nor protobuf.
+
+Errors are AttnServeError, a grpc.RpcError (when grpcio is installed) with
+code() and details();
 AttnServeTimeout (also a TimeoutError) for a missed deadline,
 AttnServeConnectionError (also a ConnectionError) for an unreachable server.
 The protobuf stubs are attnserve.v1.attention_pb2 and attention_pb2_grpc.
 """
 
 from ._version import __version__
-from .client import AttnServeConnectionError, AttnServeError, AttnServeTimeout, Client, Timing, attend
+from .client import Client, Timing, attend
+from .errors import AttnServeConnectionError, AttnServeError, AttnServeTimeout, StatusCode
 from .flash_attn import flash_attn_func, flash_attn_varlen_func, set_default_client
 from .reference import attention_reference, relative_l2_error, varlen_attention_reference
 from .tensors import BF16, FP16, bf16_bits_to_float, float_to_bf16_bits
@@ -33,6 +39,7 @@ __all__ = [
     "BF16",
     "Client",
     "FP16",
+    "StatusCode",
     "Timing",
     "attend",
     "attention_reference",

@@ -1,8 +1,11 @@
-"""python3 -m attnserve_client {health,info,kernels,attend} [--address=HOST:PORT]
+"""python3 -m attnserve_client {health,info,kernels,attend,bench} [--address=HOST:PORT]
 
 A small command line for hosts with Python but without attn_cli. `health`
 exits 0 only when the server is SERVING; `attend --check` exits 3 when the
 relative error against a float64 NumPy reference exceeds --tolerance.
+`bench` measures requests/s at each --concurrency (threads sharing one
+client; bench.py). --transport picks the client's transport (Client's
+`transport`); health, attend and bench need no grpcio with the native one.
 """
 
 import argparse
@@ -10,7 +13,9 @@ import sys
 
 import numpy as np
 
-from .client import AttnServeError, Client
+from .bench import bench
+from .client import TRANSPORTS, Client
+from .errors import AttnServeError
 from .reference import attention_reference, relative_l2_error
 from .tensors import parse_dtype, to_float64, to_wire
 
@@ -18,22 +23,44 @@ from .tensors import parse_dtype, to_float64, to_wire
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python3 -m attnserve_client", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["health", "info", "kernels", "attend"])
+    parser.add_argument("command", choices=["health", "info", "kernels", "attend", "bench"])
     parser.add_argument("--address", default="localhost:50051")
+    parser.add_argument("--transport", choices=TRANSPORTS, default="auto")
     parser.add_argument("--connect_timeout", type=float, default=5.0)
     parser.add_argument("--shape", default="1,128,4,64", help="attend: B,S,H,D")
     parser.add_argument("--dtype", default="bf16", help="attend: bf16 or fp16")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--tolerance", type=float, default=1e-2)
+    parser.add_argument("--concurrency", default="1,8,32,64",
+                        help="bench: comma-separated numbers of calls in flight")
+    parser.add_argument("--warmup", type=float, default=2.0, help="bench: seconds per level")
+    parser.add_argument("--duration", type=float, default=10.0, help="bench: seconds per level")
+    parser.add_argument("--channels", type=int, default=1,
+                        help="bench: clients (connections) the threads share round robin")
     args = parser.parse_args(argv)
 
     try:
-        client = Client(args.address, connect_timeout=args.connect_timeout,
-                        fetch_server_info=args.command in ("info", "attend"))
-    except ConnectionError as error:
+        clients = [Client(args.address, connect_timeout=args.connect_timeout,
+                          transport=args.transport,
+                          fetch_server_info=args.command in ("info", "attend", "bench"))
+                   for _ in range(args.channels if args.command == "bench" else 1)]
+    except (ConnectionError, ValueError) as error:
         print(f"{args.command}: {error}", file=sys.stderr)
         return 1
+    client = clients[0]
+    if args.command == "bench":
+        try:
+            shape = tuple(int(x) for x in args.shape.split(","))
+            levels = [int(x) for x in args.concurrency.split(",")]
+            return bench(clients, shape, parse_dtype(args.dtype), levels, args.warmup,
+                         args.duration, sys.stdout)
+        except (AttnServeError, ValueError) as error:
+            print(f"bench: {error}", file=sys.stderr)
+            return 1
+        finally:
+            for c in clients:
+                c.close()
     with client:
         try:
             if args.command == "health":
@@ -53,6 +80,7 @@ def main(argv=None):
             q, k, v = (rng.standard_normal(shape, dtype=np.float32) for _ in range(3))
             dtype = parse_dtype(args.dtype)
             out, timing = client.attend(q, k, v, dtype=dtype)
+            print(f"transport {client.transport} ({client.transport_reason})")
             print(timing)
             if args.check:
                 exact = [to_float64(to_wire(t, dtype)[2], dtype) for t in (q, k, v)]

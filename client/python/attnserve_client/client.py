@@ -6,63 +6,35 @@
         out, timing = client.attend(q, k, v)     # q, k, v: [B, S, H, D]
         print(timing)                            # server and client breakdown
 
+Two transports carry the calls (Client's `transport`):
+
+* "native": the C++ client (libattn_client_c.so, through ctypes; native.py).
+  The GIL is released during each call, so threads sharing a Client run in
+  parallel, and the tensors are not copied on the Python side. Needs neither
+  grpcio nor protobuf.
+* "grpcio": Python's grpcio (grpc_transport.py), the fallback.
+* "auto" (default): native when the library is found (native.find_library:
+  $ATTN_CLIENT_LIB, next to the package, or the bundle's lib/), else grpcio;
+  Client.transport says which was taken and Client.transport_reason why.
+
 Messages may be up to 2 GiB - 1 each way (gRPC's default receive limit of
 4 MiB is raised), and requests larger than the server's message limit go
 over the chunked AttendStream RPC automatically. A failed call raises
-AttnServeError, a grpc.RpcError with code() and details(); a missed deadline
-raises its subclass AttnServeTimeout, also a TimeoutError; an unreachable
-server raises AttnServeConnectionError, also a ConnectionError, after
-`connect_timeout` seconds.
+AttnServeError (a grpc.RpcError when grpcio is installed) with code() and
+details(); a missed deadline raises its subclass AttnServeTimeout, also a
+TimeoutError; an unreachable server raises AttnServeConnectionError, also a
+ConnectionError, after `connect_timeout` seconds.
 """
 
 import dataclasses
 import time
 
-import grpc
-import numpy as np
-
-from . import health, tensors
-from attnserve.v1 import attention_pb2 as pb
-from attnserve.v1 import attention_pb2_grpc as pb_grpc
+from . import health, native
+from .attend_call import make_call
+from .errors import AttnServeConnectionError, AttnServeError, AttnServeTimeout  # noqa: F401
 
 MAX_MESSAGE_BYTES = 2**31 - 1
-_FALLBACK_STREAM_THRESHOLD = 64 << 20  # when the server's limit is unknown
-_MESSAGE_SLACK = 4096  # header fields and framing under a message limit
-_ATTEND_METHOD = "/attnserve.v1.Attention/Attend"
-_TENSOR_FIELDS = ((6, pb.TENSOR_Q), (7, pb.TENSOR_K), (8, pb.TENSOR_V))
-
-
-class AttnServeError(grpc.RpcError):
-    """A failed call, caught as grpc.RpcError too: code() is the grpc.StatusCode,
-    details() the server's message, as on the errors gRPC raises itself."""
-
-    def __init__(self, rpc, address, code, details):
-        self.rpc = rpc
-        self.address = address
-        self._code = code
-        self._details = details
-        super().__init__(f"{rpc} to {address}: {code.name}: {details}")
-
-    def code(self):
-        return self._code
-
-    def details(self):
-        return self._details
-
-
-class AttnServeTimeout(AttnServeError, TimeoutError):
-    """The call's deadline passed (DEADLINE_EXCEEDED): catch it as TimeoutError."""
-
-
-class AttnServeConnectionError(AttnServeError, ConnectionError):
-    """Nothing answered at the address within connect_timeout (UNAVAILABLE)."""
-
-
-def _rpc_error(rpc, address, code, details):
-    """The AttnServeError (or its subclass for the code) of a failed call."""
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return AttnServeTimeout(rpc, address, code, details)
-    return AttnServeError(rpc, address, code, details)
+TRANSPORTS = ("auto", "native", "grpcio")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,11 +96,6 @@ class Timing:
         return "\n".join([head] + [f"  {name:<18} {ns / 1e6:10.3f} ms" for name, ns in rows])
 
 
-def _read_file(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
 class Client:
     """A connection to one attnserve server. Thread-safe; reuse it."""
 
@@ -136,6 +103,7 @@ class Client:
         self,
         address="localhost:50051",
         *,
+        transport="auto",
         timeout=60.0,
         connect_timeout=5.0,
         tls=False,
@@ -153,6 +121,8 @@ class Client:
     ):
         """Connects to `address` (host:port or a gRPC target).
 
+        transport: 'native' (the C++ client; ValueError when its library is
+            not found), 'grpcio', or 'auto' (native when found, else grpcio).
         timeout: default deadline of each call, in seconds.
         connect_timeout: AttnServeConnectionError (a ConnectionError) when the
             server is not ready by then.
@@ -169,52 +139,41 @@ class Client:
         load_balancing_policy: e.g. 'round_robin' across a dns:/// target's
             addresses; None = gRPC's default (pick_first).
         """
+        if transport not in TRANSPORTS:
+            raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
         self.address = address
         self.timeout = timeout
-        self._metadata = tuple(metadata)
-        if token:
-            self._metadata += (("authorization", "Bearer " + token),)
-        self._chunk_bytes = int(stream_chunk_bytes)
-        options = [
-            ("grpc.max_send_message_length", int(max_message_bytes)),
-            ("grpc.max_receive_message_length", int(max_message_bytes)),
-            ("grpc.primary_user_agent", "attnserve-python-client"),
-        ]
-        if load_balancing_policy:
-            options.append(("grpc.lb_policy_name", load_balancing_policy))
-        tls = tls or bool(root_certificates or certificate_chain)
-        if tls:
-            if server_name:
-                options.append(("grpc.ssl_target_name_override", server_name))
-            credentials = grpc.ssl_channel_credentials(
-                root_certificates=_read_file(root_certificates) if root_certificates else None,
-                private_key=_read_file(private_key) if private_key else None,
-                certificate_chain=_read_file(certificate_chain) if certificate_chain else None,
-            )
-            self._channel = grpc.secure_channel(address, credentials, options=options)
+        settings = dict(
+            timeout=timeout, connect_timeout=connect_timeout,
+            tls=tls or bool(root_certificates or certificate_chain),
+            root_certificates=root_certificates, certificate_chain=certificate_chain,
+            private_key=private_key, server_name=server_name,
+            max_message_bytes=max_message_bytes, stream_threshold_bytes=stream_threshold_bytes,
+            stream_chunk_bytes=stream_chunk_bytes,
+            metadata=tuple(metadata) + ((("authorization", "Bearer " + token),) if token else ()),
+            fetch_server_info=fetch_server_info, load_balancing_policy=load_balancing_policy)
+        library, missing = (None, "transport='grpcio' was asked for") if transport == "grpcio" \
+            else native.find_library()
+        if library is not None:
+            self._impl = native.NativeTransport(address, library=library, **settings)
+            self.transport_reason = f"{library} loaded"
+        elif transport == "native":
+            raise ValueError(f"transport='native': {missing}; set ${native.ENV_VAR} to its path")
         else:
-            self._channel = grpc.insecure_channel(address, options=options)
-        try:
-            grpc.channel_ready_future(self._channel).result(timeout=connect_timeout)
-        except grpc.FutureTimeoutError:
-            self._channel.close()
-            raise AttnServeConnectionError(
-                "connect", address, grpc.StatusCode.UNAVAILABLE,
-                f"nothing answered within {connect_timeout:g} s: is attn_server running there?"
-            ) from None
-        self._stub = pb_grpc.AttentionStub(self._channel)
-        self._attend_raw = self._channel.unary_unary(_ATTEND_METHOD)  # bytes in, bytes out
-        self._health_check = self._channel.unary_unary(health.CHECK_METHOD)
+            from .grpc_transport import GrpcTransport  # grpcio: only on this path
 
-        self.info = self.server_info() if fetch_server_info else None
-        if stream_threshold_bytes is None:
-            limit = self.info.limits.max_message_bytes if self.info is not None else 0
-            threshold = limit - _MESSAGE_SLACK if limit > 0 else _FALLBACK_STREAM_THRESHOLD
-            stream_threshold_bytes = min(threshold, int(max_message_bytes) - _MESSAGE_SLACK)
-        self.stream_threshold_bytes = int(stream_threshold_bytes)
+            self._impl = GrpcTransport(address, **settings)
+            self.transport_reason = missing
+        self.transport = self._impl.name
+        self.stream_threshold_bytes = self._impl.stream_threshold_bytes
+
+    @property
+    def info(self):
+        """The ServerInfo message fetched at connect; None with fetch_server_info=False."""
+        return self._impl.info
 
     def close(self):
-        self._channel.close()
+        self._impl.close()
 
     def __enter__(self):
         return self
@@ -222,40 +181,23 @@ class Client:
     def __exit__(self, *exc):
         self.close()
 
-    def _call(self, rpc, fn, *args, **kwargs):
-        try:
-            return fn(*args, metadata=self._metadata, **kwargs)
-        except grpc.RpcError as error:
-            raise _rpc_error(rpc, self.address, error.code(), error.details()) from None
-
     # --- queries -----------------------------------------------------------
 
     def list_kernels(self):
         """The server's kernels (KernelDescriptor messages), in ladder order."""
-        response = self._call("ListKernels", self._stub.ListKernels, pb.ListKernelsRequest(),
-                              timeout=self.timeout)
-        return list(response.kernels)
+        return self._impl.list_kernels()
 
     def server_info(self):
         """The ServerInfo message: version, backend, devices, limits."""
-        return self._call("GetServerInfo", self._stub.GetServerInfo, pb.GetServerInfoRequest(),
-                          timeout=self.timeout)
+        return self._impl.server_info()
 
     def stats(self):
         """The ServerStats message: cumulative counters since the server started."""
-        return self._call("GetStats", self._stub.GetStats, pb.GetStatsRequest(),
-                          timeout=self.timeout)
+        return self._impl.stats()
 
     def health(self, service=""):
         """grpc.health.v1 status name: 'SERVING', 'NOT_SERVING', 'SERVICE_UNKNOWN', ..."""
-        try:
-            raw = self._call("Health.Check", self._health_check, health.encode_request(service),
-                             timeout=self.timeout)
-        except AttnServeError as error:
-            if error.code() == grpc.StatusCode.NOT_FOUND:
-                return "SERVICE_UNKNOWN"
-            raise
-        return health.STATUS_NAMES.get(health.decode_response(raw), "UNKNOWN")
+        return health.STATUS_NAMES.get(self._impl.health(service), "UNKNOWN")
 
     # --- attention ---------------------------------------------------------
 
@@ -286,184 +228,19 @@ class Client:
         stream: True/False forces AttendStream/Attend; None picks by size.
         """
         start = time.perf_counter_ns()
-        varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
-        if varlen and (cu_seqlens_q is None or cu_seqlens_k is None):
-            raise ValueError("give both cu_seqlens_q and cu_seqlens_k (varlen), or neither")
-        ndim = 3 if varlen else 4
-        wire = [tensors.to_wire(t, dtype, ndim=ndim) for t in (q, k, v)]
-        wire_dtype, shape = wire[0][0], tuple(wire[0][1])
-        kv_shape = tuple(wire[1][1])
-        if min(shape) < 1 or min(kv_shape) < 1:
-            raise ValueError(f"every dimension must be >= 1, got q {shape}, k {kv_shape}")
-        for name, (d, s, _) in zip("kv", wire[1:]):
-            if d != wire_dtype or tuple(s) != kv_shape:
-                raise ValueError(f"{name} is {d} {tuple(s)}, k is {wire[1][0]} {kv_shape}, "
-                                 f"q is {wire_dtype}")
-        heads, head_dim = shape[-2], shape[-1]
-        kv_heads = kv_shape[-2]
-        if kv_shape[-1] != head_dim or heads % kv_heads:
-            raise ValueError(f"k/v {kv_shape} do not go with q {shape}: head_dim must agree and "
-                             "kv_num_heads divide num_heads")
-        tensor_shape = pb.TensorShape(num_heads=heads, head_dim=head_dim)
-        if varlen:
-            cu_q = _offsets(cu_seqlens_q, "cu_seqlens_q", shape[0])
-            cu_k = _offsets(cu_seqlens_k, "cu_seqlens_k", kv_shape[0])
-            if len(cu_q) != len(cu_k):
-                raise ValueError(f"cu_seqlens_q has {len(cu_q)} offsets, cu_seqlens_k {len(cu_k)}")
-            batch = len(cu_q) - 1
-            tensor_shape.batch = batch
-            tensor_shape.seq_len = int(max_seqlen_q) if max_seqlen_q else int(np.diff(cu_q).max())
-            kv_len = int(max_seqlen_k) if max_seqlen_k else int(np.diff(cu_k).max())
-            tensor_shape.kv_seq_len = kv_len
-            lse_shape = (heads, shape[0])
-        else:
-            if kv_shape[0] != shape[0]:
-                raise ValueError(f"k/v batch {kv_shape[0]} differs from q's {shape[0]}")
-            tensor_shape.batch, tensor_shape.seq_len = shape[0], shape[1]
-            if kv_shape[1] != shape[1]:
-                tensor_shape.kv_seq_len = kv_shape[1]
-            lse_shape = (shape[0], heads, shape[1])
-        if kv_heads != heads:
-            tensor_shape.kv_num_heads = kv_heads
-        header = pb.AttendRequest(
-            request_id=request_id,
-            dtype=pb.DTYPE_FLOAT16 if wire_dtype == tensors.FP16 else pb.DTYPE_BFLOAT16,
-            shape=tensor_shape,
-            kernel=kernel,
-            causal=bool(causal),
-            return_lse=bool(return_lse),
-        )
-        if softmax_scale is not None:
-            header.softmax_scale = float(softmax_scale)
-        window_left, window_right = (int(w) for w in window_size)
-        if window_left != -1:
-            header.window_left = window_left
-        if window_right != -1:
-            header.window_right = window_right
-        if varlen:
-            header.cu_seqlens_q.extend(int(x) for x in cu_q)
-            header.cu_seqlens_k.extend(int(x) for x in cu_k)
-        bits = [w[2] for w in wire]
-        if stream is None:
-            size = header.ByteSize() + sum(b.nbytes + 16 for b in bits)
-            stream = size > self.stream_threshold_bytes
-        timeout = self.timeout if timeout is None else timeout
-        if stream:
-            response, out_bytes, lse_bytes, client = self._attend_stream(header, bits, timeout,
-                                                                         start)
-        else:
-            response, out_bytes, lse_bytes, client = self._attend_unary(header, bits, timeout,
-                                                                        start)
-
-        unmarshal_start = time.perf_counter_ns()
-        expected = int(np.prod(shape)) * 2
-        if (response.dtype != header.dtype or response.shape.num_heads != heads
-                or response.shape.head_dim != head_dim or response.shape.batch != header.shape.batch):
-            raise AttnServeError("Attend", self.address, grpc.StatusCode.INTERNAL,
-                                 "response shape or dtype differs from the request")
-        if len(out_bytes) != expected:
-            raise AttnServeError("Attend", self.address, grpc.StatusCode.INTERNAL,
-                                 f"response has {len(out_bytes)} output bytes, expected {expected}")
-        expected_lse = int(np.prod(lse_shape)) * 4 if return_lse else 0
-        if len(lse_bytes) != expected_lse:
-            raise AttnServeError("Attend", self.address, grpc.StatusCode.INTERNAL,
-                                 f"response has {len(lse_bytes)} LSE bytes, expected {expected_lse}")
-        out = tensors.from_wire(out_bytes, wire_dtype, shape, np.asarray(q).dtype)
-        lse = np.frombuffer(lse_bytes, dtype="<f4").reshape(lse_shape).astype(np.float32) \
-            if return_lse else None
-        end = time.perf_counter_ns()
-        t = response.timing
-        timing = Timing(
-            receive_ns=t.receive_ns, decode_ns=t.decode_ns, queue_ns=t.queue_ns, h2d_ns=t.h2d_ns, kernel_ns=t.kernel_ns,
-            d2h_ns=t.d2h_ns, total_ns=t.total_ns,
-            marshal_ns=client["marshal_ns"],
-            unmarshal_ns=client["unmarshal_ns"] + end - unmarshal_start,
-            round_trip_ns=end - start, upload_ns=client.get("upload_ns", 0), streamed=stream,
-            request_id=response.request_id, kernel=response.kernel, backend=response.backend,
-            device=response.device, kernel_tflops=response.kernel_tflops,
-        )
+        call = make_call(q, k, v, dtype=dtype, kernel=kernel, softmax_scale=softmax_scale,
+                         request_id=request_id, causal=causal, window_size=window_size,
+                         return_lse=return_lse, cu_seqlens_q=cu_seqlens_q,
+                         cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
+                         max_seqlen_k=max_seqlen_k)
+        prepared = time.perf_counter_ns()
+        out, lse, fields = self._impl.attend(call, self.timeout if timeout is None else timeout,
+                                             stream)
+        fields["marshal_ns"] += prepared - start
+        timing = Timing(round_trip_ns=time.perf_counter_ns() - start, **fields)
         if return_lse:
             return out, lse, timing
         return out, timing
-
-    def _attend_unary(self, header, bits, timeout, start):
-        # The request is serialized here (header, then q, k, v appended as
-        # length-delimited fields 6-8: the same bytes protobuf would write),
-        # so each tensor is copied once, and marshal time is measurable.
-        parts = [header.SerializeToString()]
-        for (field, _), array in zip(_TENSOR_FIELDS, bits):
-            view = memoryview(array.reshape(-1).view(np.uint8))
-            parts.append(bytes([field << 3 | 2]) + health.encode_varint(view.nbytes))
-            parts.append(view)
-        request = b"".join(parts)
-        marshal_ns = time.perf_counter_ns() - start
-        raw = self._call("Attend", self._attend_raw, request, timeout=timeout)
-        unmarshal_start = time.perf_counter_ns()
-        response = pb.AttendResponse.FromString(raw)
-        out = response.out
-        return response, out, response.lse, {
-            "marshal_ns": marshal_ns, "unmarshal_ns": time.perf_counter_ns() - unmarshal_start}
-
-    def _attend_stream(self, header, bits, timeout, start):
-        client = {"marshal_ns": 0, "unmarshal_ns": 0}
-        chunk = self._chunk_bytes
-
-        def requests():
-            t0 = time.perf_counter_ns()
-            message = pb.AttendStreamRequest(header=header)
-            client["marshal_ns"] += time.perf_counter_ns() - t0
-            yield message
-            for (_, tensor), array in zip(_TENSOR_FIELDS, bits):
-                view = memoryview(array.reshape(-1).view(np.uint8))
-                for offset in range(0, view.nbytes, chunk):
-                    t0 = time.perf_counter_ns()
-                    message = pb.AttendStreamRequest(chunk=pb.TensorChunk(
-                        tensor=tensor, offset=offset, data=bytes(view[offset:offset + chunk])))
-                    client["marshal_ns"] += time.perf_counter_ns() - t0
-                    yield message
-            client["upload_ns"] = time.perf_counter_ns() - start
-
-        try:
-            responses = self._stub.AttendStream(requests(), timeout=timeout,
-                                                metadata=self._metadata)
-            header_response, out, lse = None, bytearray(), bytearray()
-            for message in responses:
-                t0 = time.perf_counter_ns()
-                if header_response is None:
-                    if not message.HasField("header"):
-                        raise AttnServeError("AttendStream", self.address,
-                                             grpc.StatusCode.INTERNAL,
-                                             "first response message is not a header")
-                    header_response = message.header
-                else:
-                    # The output's chunks in order, then (return_lse) the LSE's.
-                    part = message.chunk
-                    target = out if part.tensor == pb.TENSOR_OUT and not lse else lse
-                    wanted = pb.TENSOR_OUT if target is out else pb.TENSOR_LSE
-                    if part.tensor != wanted or part.offset != len(target):
-                        raise AttnServeError("AttendStream", self.address,
-                                             grpc.StatusCode.INTERNAL,
-                                             f"{pb.TensorName.Name(part.tensor)} chunk at offset "
-                                             f"{part.offset} after {len(target)} bytes")
-                    target += part.data
-                client["unmarshal_ns"] += time.perf_counter_ns() - t0
-        except grpc.RpcError as error:
-            raise _rpc_error("AttendStream", self.address, error.code(),
-                             error.details()) from None
-        if header_response is None:
-            raise AttnServeError("AttendStream", self.address, grpc.StatusCode.INTERNAL,
-                                 "stream ended without a response")
-        return header_response, bytes(out), bytes(lse), client
-
-
-def _offsets(values, name, total):
-    """cu_seqlens as an int32 array: batch + 1 non-decreasing offsets from 0 to `total`."""
-    offsets = np.asarray(values.cpu() if hasattr(values, "cpu") else values).astype(np.int64)
-    if (offsets.ndim != 1 or offsets.size < 2 or offsets[0] != 0 or np.any(np.diff(offsets) < 0)
-            or offsets[-1] != total):
-        raise ValueError(f"{name} must be batch + 1 non-decreasing offsets from 0 to the "
-                         f"{total} packed tokens, got {offsets.tolist()}")
-    return offsets.astype(np.int32)
 
 
 def attend(q, k, v, address="localhost:50051", **kwargs):

@@ -7,7 +7,8 @@ they are encoded here by hand.
 
 CHECK_METHOD = "/grpc.health.v1.Health/Check"
 
-STATUS_NAMES = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
+SERVICE_UNKNOWN = 3  # also what a NOT_FOUND answer means
+STATUS_NAMES = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", SERVICE_UNKNOWN: "SERVICE_UNKNOWN"}
 
 
 def encode_varint(value):

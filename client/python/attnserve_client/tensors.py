@@ -102,19 +102,33 @@ def to_wire(array, dtype=None, ndim=4):
     return want, array.shape, bits.astype("<u2", copy=False)
 
 
-def from_wire(data, wire_dtype, shape, like):
-    """The output bytes as an array shaped `shape`, typed after the input `like`.
+def _keeps_bits(dtype):
+    """True when outputs for inputs of `dtype` are the 16-bit wire elements themselves."""
+    return dtype == np.float16 or _is_bf16_dtype(dtype) or dtype in (np.uint16, np.int16)
 
-    16-bit float inputs (float16, bfloat16, V2) give the same dtype back;
-    integer-bit inputs give uint16 bits; float32/float64 inputs give float32.
+
+def bits_as_output(bits, wire_dtype, like):
+    """The uint16 output `bits` (an array the caller hands over) typed after the input `like`.
+
+    16-bit float inputs (float16, bfloat16, V2) give the same dtype back, as a
+    view of `bits` (no copy); integer-bit inputs give uint16 bits; float32/
+    float64 inputs give float32 (a conversion).
     """
-    bits = np.frombuffer(data, dtype="<u2").reshape(shape)
     like = np.dtype(like)
-    if like == np.float16 or _is_bf16_dtype(like) or like in (np.uint16, np.int16):
-        return bits.copy().view(like)
+    if _keeps_bits(like):
+        return bits.view(like)
     if wire_dtype == FP16:
         return bits.view(np.float16).astype(np.float32)
     return bf16_bits_to_float(bits)
+
+
+def from_wire(data, wire_dtype, shape, like):
+    """The output bytes as an array shaped `shape`, typed after the input `like`
+    (bits_as_output; copied, since `data` is read-only)."""
+    bits = np.frombuffer(data, dtype="<u2").reshape(shape)
+    if _keeps_bits(np.dtype(like)):
+        bits = bits.copy()
+    return bits_as_output(bits, wire_dtype, like)
 
 
 def to_float64(bits, wire_dtype):

@@ -20,11 +20,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/c_dtype.h" /* ATTN_DTYPE_FLOAT16, ATTN_DTYPE_BFLOAT16 */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-enum { ATTN_DTYPE_FLOAT16 = 0, ATTN_DTYPE_BFLOAT16 = 1 };
 
 /* out = softmax(q·kᵀ·softmax_scale)·v with kernel `kernel` (a name from
  * attn_list_kernels); softmax_scale 0 means 1/sqrt(head_dim). */

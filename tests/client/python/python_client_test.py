@@ -3,12 +3,16 @@
 Run by ctest with PYTHONPATH=<build>/client/python and ATTN_SERVER_BINARY,
 ATTN_CLI_BINARY set. Inputs are fresh random data each run (the seed is
 printed on failure); expected outputs come from a float64 NumPy reference.
+The client suites run twice: through the native transport (the C++ client,
+libattn_client_c.so, which CMake copies next to the package) and through
+grpcio (the fallback).
 """
 
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 
 import grpc
@@ -73,9 +77,11 @@ class TensorConversionTest(unittest.TestCase):
 
 
 class ClientTest(unittest.TestCase):
+    TRANSPORT = "native"
+
     @classmethod
     def setUpClass(cls):
-        cls.client = Client(SERVER.address)
+        cls.client = Client(SERVER.address, transport=cls.TRANSPORT)
 
     @classmethod
     def tearDownClass(cls):
@@ -90,6 +96,7 @@ class ClientTest(unittest.TestCase):
         self.assertLess(error, TOLERANCE, f"{what}: relative error {error} (seed {SEED})")
 
     def test_fp16_arrays(self):
+        self.assertEqual(self.client.transport, self.TRANSPORT)
         q, k, v = (t.astype(np.float16) for t in random_inputs((2, 33, 3, 16), self.rng))
         out, timing = self.client.attend(q, k, v)
         self.assertEqual(out.dtype, np.float16)
@@ -191,9 +198,11 @@ def assert_lse_close(test, lse, ref, what):
 class BreadthTest(unittest.TestCase):
     """FlashAttention-2's options through the client and the real server."""
 
+    TRANSPORT = "native"
+
     @classmethod
     def setUpClass(cls):
-        cls.client = Client(SERVER.address)
+        cls.client = Client(SERVER.address, transport=cls.TRANSPORT)
 
     @classmethod
     def tearDownClass(cls):
@@ -272,6 +281,98 @@ try:
     import torch
 except ImportError:
     torch = None
+
+
+class GrpcioClientTest(ClientTest):
+    TRANSPORT = "grpcio"
+
+
+class GrpcioBreadthTest(BreadthTest):
+    TRANSPORT = "grpcio"
+
+
+class TransportTest(unittest.TestCase):
+    """The native transport against the grpcio fallback, and how one is chosen."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.native = Client(SERVER.address, transport="native")
+        cls.grpcio = Client(SERVER.address, transport="grpcio")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.native.close()
+        cls.grpcio.close()
+
+    def setUp(self):
+        self.rng = np.random.default_rng(SEED)
+
+    def test_native_and_grpcio_give_the_same_bytes(self):
+        q = self.rng.standard_normal((2, 40, 4, 32)).astype(np.float16)
+        k, v = (self.rng.standard_normal((2, 56, 2, 32)).astype(np.float16) for _ in range(2))
+        options = dict(causal=True, window_size=(8, -1), return_lse=True)
+        out_n, lse_n, timing_n = self.native.attend(q, k, v, **options)
+        out_g, lse_g, timing_g = self.grpcio.attend(q, k, v, **options)
+        ref, ref_lse = attention_reference(q, k, v, return_lse=True, causal=True,
+                                           window_size=(8, -1))
+        self.assertLess(relative_l2_error(out_n, ref), TOLERANCE, f"seed {SEED}")
+        assert_lse_close(self, lse_n, ref_lse, f"native lse, seed {SEED}")
+        np.testing.assert_array_equal(out_n, out_g)  # the CPU backend is deterministic
+        np.testing.assert_array_equal(lse_n, lse_g)
+        self.assertEqual(out_n.dtype, np.float16)
+        self.assertEqual((timing_n.backend, timing_n.kernel), (timing_g.backend, timing_g.kernel))
+        self.assertGreaterEqual(timing_n.round_trip_ns, timing_n.total_ns + timing_n.marshal_ns)
+
+    def test_native_path_copies_no_tensor_in_python(self):
+        from attnserve_client.attend_call import make_call
+
+        q = self.rng.standard_normal((1, 16, 2, 16)).astype(np.float16)
+        call = make_call(q, q, q)
+        # q, k, v reach the C library as pointers into the caller's arrays...
+        self.assertTrue(all(np.shares_memory(bits, q) for bits in call.bits))
+        # ...and attend returns a view of the uint16 array the library wrote O into.
+        out, _ = self.native.attend(q, q, q)
+        self.assertEqual(out.dtype, np.float16)
+        self.assertIsInstance(out.base, np.ndarray)
+        self.assertEqual((out.base.dtype, out.base.shape), (np.dtype("<u2"), q.shape))
+        self.assertTrue(out.base.flags.owndata)
+
+    def test_threads_share_one_native_client(self):
+        q, k, v = (t.astype(np.float16) for t in random_inputs((1, 48, 2, 32), self.rng))
+        expected, _ = self.native.attend(q, k, v)
+        results = [None] * 8
+
+        def work(i):
+            results[i] = self.native.attend(q, k, v)[0]
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(results))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for out in results:
+            np.testing.assert_array_equal(out, expected)
+
+    def test_auto_falls_back_to_grpcio_without_the_library(self):
+        saved = os.environ.get("ATTN_CLIENT_LIB")
+        os.environ["ATTN_CLIENT_LIB"] = "/nonexistent/libattn_client_c.so"
+        try:
+            with Client(SERVER.address, fetch_server_info=False) as client:
+                self.assertEqual(client.transport, "grpcio")
+                self.assertIn("/nonexistent/libattn_client_c.so", client.transport_reason)
+                self.assertEqual(client.health(), "SERVING")
+            with self.assertRaises(ValueError) as caught:
+                Client(SERVER.address, transport="native")
+            self.assertIn("ATTN_CLIENT_LIB", str(caught.exception))
+        finally:
+            if saved is None:
+                del os.environ["ATTN_CLIENT_LIB"]
+            else:
+                os.environ["ATTN_CLIENT_LIB"] = saved
+        with Client(SERVER.address, fetch_server_info=False) as client:
+            self.assertEqual(client.transport, "native")
+        with self.assertRaises(ValueError):
+            Client(SERVER.address, transport="carrier-pigeon")
 
 
 @unittest.skipIf(torch is None, "torch is not installed")

@@ -1,0 +1,174 @@
+/* attn/client/c_api.h
+ *
+ * C ABI of the attnserve client (shared library libattn_client_c.so), over
+ * attn::AttentionClient (attn/client/attention_client.h), for callers
+ * outside C++: the Python package (attnserve_client) loads it with ctypes,
+ * which releases the GIL during each call, so Python threads sharing one
+ * handle run their calls in parallel here, at the C++ client's speed.
+ *
+ * Conventions are the kernel library's (attn/c_api.h): tensors are
+ * contiguous 16-bit arrays, [batch, seq_len, num_heads, head_dim] (packed
+ * [total, num_heads, head_dim] with varlen); dtypes are attn/c_dtype.h's;
+ * every function returning int returns 0 on success or a gRPC status code
+ * (3 INVALID_ARGUMENT, 4 DEADLINE_EXCEEDED, 14 UNAVAILABLE, ...: the
+ * server's code passes through) and, if `error` is not NULL, writes a
+ * NUL-terminated message of at most `error_size` bytes there. No C++ type
+ * crosses: a client is an opaque handle.
+ *
+ * Thread-safety: one handle may be used by any number of threads at once,
+ * except attn_client_close, which must come after every other call on it
+ * has returned.
+ *
+ * Copies: the inputs are read from the caller's memory and copied once into
+ * the C++ client's request (attn::AttentionInputs owns its tensors); gRPC
+ * then sends from that copy without another. The output (and LSE) is copied
+ * once from the parsed response into the caller's `out` (and `lse`).
+ */
+#ifndef ATTN_CLIENT_C_API_H_
+#define ATTN_CLIENT_C_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn/c_dtype.h" /* ATTN_DTYPE_FLOAT16, ATTN_DTYPE_BFLOAT16 */
+
+/* The library is built with hidden visibility: only what is marked here is
+ * exported. */
+#if defined(__GNUC__)
+#define ATTN_CLIENT_C_API __attribute__((visibility("default")))
+#else
+#define ATTN_CLIENT_C_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An open connection to one server (attn::AttentionClient). */
+typedef struct attn_client attn_client_t;
+
+/* How to connect (attn::ClientOptions). Fill it with attn_client_options_init,
+ * which writes the C++ client's defaults, then change what you need. Strings
+ * are read during attn_client_connect only; NULL or "" leaves a field unset. */
+typedef struct {
+  const char* address;               /* "host:port" or any gRPC target */
+  double connect_timeout_s;          /* UNAVAILABLE when not ready by then */
+  double rpc_timeout_s;              /* deadline of calls that set none */
+  int64_t max_message_bytes;         /* send and receive limit; -1 unlimited */
+  int64_t stream_threshold_bytes;    /* 0: the server's max_message_bytes */
+  int64_t stream_chunk_bytes;        /* payload per AttendStream chunk */
+  int fetch_server_info;             /* 0: skip GetServerInfo at connect */
+  int dedicated_connection;          /* 1: a TCP connection of its own */
+  const char* load_balancing_policy; /* e.g. "round_robin" */
+  int tls;                           /* 1: TLS with the files below */
+  const char* tls_root_certs_path;   /* PEM; NULL: gRPC's default roots */
+  const char* tls_cert_chain_path;   /* mutual TLS: both or neither */
+  const char* tls_private_key_path;
+  const char* tls_server_name; /* name expected in the certificate */
+  const char* const* metadata; /* key0, value0, key1, value1, ... */
+  size_t metadata_pairs;       /* number of (key, value) pairs */
+} attn_client_options_t;
+
+/* The defaults of attn::ClientOptions, address "localhost:50051". */
+ATTN_CLIENT_C_API void attn_client_options_init(attn_client_options_t* options);
+
+/* Connects (attn::AttentionClient::Connect) and stores the handle in
+ * *client. UNAVAILABLE naming the address when nothing answers within
+ * connect_timeout_s; INVALID_ARGUMENT for unusable options. */
+ATTN_CLIENT_C_API int attn_client_connect(const attn_client_options_t* options,
+                                          attn_client_t** client, char* error, size_t error_size);
+
+/* Closes the connection and frees the handle; NULL is a no-op. */
+ATTN_CLIENT_C_API void attn_client_close(attn_client_t* client);
+
+/* Where one call's time went, in nanoseconds (attn::ServerTiming and
+ * attn::ClientTiming). marshal_ns includes this library's copy of the inputs,
+ * unmarshal_ns its copy of the output into the caller's buffers, and
+ * round_trip_ns is the whole attn_client_attend call. Strings are
+ * NUL-terminated, truncated to their arrays. */
+typedef struct {
+  int64_t receive_ns, decode_ns, queue_ns, h2d_ns, kernel_ns, d2h_ns, total_ns; /* server */
+  int64_t marshal_ns, unmarshal_ns, round_trip_ns, upload_ns;                   /* client */
+  int streamed;         /* 1: the call went over AttendStream */
+  double kernel_tflops; /* as the server reported it */
+  char request_id[64];
+  char kernel[64];
+  char backend[16];
+  char device[128];
+} attn_client_timing_t;
+
+/* How the tensors travel (attn::Transport). */
+enum {
+  ATTN_TRANSPORT_AUTO = 0, /* unary when the request fits the threshold, else streamed */
+  ATTN_TRANSPORT_UNARY = 1,
+  ATTN_TRANSPORT_STREAM = 2
+};
+
+/* Remote attention, FlashAttention-2's flash_attn_func / flash_attn_varlen_func,
+ * with attn_forward_ex's arguments (attn/c_api.h) on host memory:
+ *   q, out  [batch, seqlen_q, heads_q, head_dim]
+ *   k, v    [batch, seqlen_k, heads_kv, head_dim]
+ * or, with varlen (cu_seqlens_q and cu_seqlens_k not NULL, batch + 1 int32
+ * offsets each, host memory), packed
+ *   q, out  [total_q, heads_q, head_dim],  k, v  [total_k, heads_kv, head_dim]
+ * where total_q / total_k are the caller's token counts (they must equal
+ * the last offsets) and seqlen_q / seqlen_k the longest sequences (0: derived
+ * from the offsets); total_q / total_k are ignored without varlen.
+ *   kernel: a name from the server's ListKernels; NULL or "": its default;
+ *   causal, window_left / window_right (-1 unbounded), softmax_scale (0:
+ *     1/sqrt(head_dim)): as in attn_forward_ex;
+ *   lse: NULL, or float32 [batch, heads_q, seqlen_q] (varlen [heads_q,
+ *     total_q]) receiving the log-sum-exp of each query row (-inf where a row
+ *     sees no key);
+ *   timeout_s: the call's deadline; 0: the client's rpc_timeout_s; negative:
+ *     already past (DEADLINE_EXCEEDED), as is a negative rpc_timeout_s;
+ *   transport: ATTN_TRANSPORT_*;
+ *   request_id: NULL or "": the server assigns one;
+ *   timing: NULL, or receives the breakdown.
+ * The buffers are read (q, k, v) and written (out, lse) only during the call.
+ * Bad geometry is INVALID_ARGUMENT naming the field, before anything is sent;
+ * the server's refusals come back with its code and message. */
+ATTN_CLIENT_C_API int attn_client_attend(
+    attn_client_t* client, const char* kernel, int dtype, const void* q, const void* k,
+    const void* v, void* out, float* lse, const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_k,
+    int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv,
+    int64_t head_dim, int causal, int64_t window_left, int64_t window_right, float softmax_scale,
+    int64_t total_q, int64_t total_k, double timeout_s, int transport, const char* request_id,
+    attn_client_timing_t* timing, char* error, size_t error_size);
+
+/* grpc.health.v1 Check of `service` (NULL or "": the whole server); on
+ * success *status is the answer: 0 UNKNOWN, 1 SERVING, 2 NOT_SERVING,
+ * 3 SERVICE_UNKNOWN. */
+ATTN_CLIENT_C_API int attn_client_health(attn_client_t* client, const char* service, int* status,
+                                         char* error, size_t error_size);
+
+/* Requests whose encoded size exceeds this many bytes are streamed. */
+ATTN_CLIENT_C_API int64_t attn_client_stream_threshold_bytes(const attn_client_t* client);
+
+/* Bytes allocated by this library (serialized protobuf messages); free them
+ * with attn_client_buffer_free. */
+typedef struct {
+  void* data;
+  size_t size;
+} attn_client_buffer_t;
+
+ATTN_CLIENT_C_API void attn_client_buffer_free(attn_client_buffer_t* buffer);
+
+/* The server's messages, serialized (proto/attnserve/v1/attention.proto),
+ * into *message:
+ *   attn_client_server_info   ServerInfo fetched at connect (NOT_FOUND when
+ *                             fetch_server_info was 0)
+ *   attn_client_list_kernels  ListKernelsResponse
+ *   attn_client_stats         ServerStats */
+ATTN_CLIENT_C_API int attn_client_server_info(attn_client_t* client, attn_client_buffer_t* message,
+                                              char* error, size_t error_size);
+ATTN_CLIENT_C_API int attn_client_list_kernels(attn_client_t* client, attn_client_buffer_t* message,
+                                               char* error, size_t error_size);
+ATTN_CLIENT_C_API int attn_client_stats(attn_client_t* client, attn_client_buffer_t* message,
+                                        char* error, size_t error_size);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ATTN_CLIENT_C_API_H_ */

@@ -1,0 +1,273 @@
+"""The native transport: the client's calls through the C++ client.
+
+libattn_client_c.so (client/c_api, header attn/client/c_api.h) is loaded
+with ctypes, which releases the GIL for the length of each foreign call and
+does not depend on the Python version. One handle serves every thread of a
+Client, so Python threads run their calls in parallel in C++. Nothing here
+imports grpc or protobuf; only list_kernels/server_info/stats parse the
+messages the library returns with the protobuf stubs, when those are asked for.
+
+The library is looked up, first found wins (library_candidates):
+  1. $ATTN_CLIENT_LIB, a path to the .so (an error if it names no file);
+  2. next to this package (the build tree copies it there);
+  3. ../../lib of this package: the relocatable bundle's lib/
+     (deploy/bundle.sh puts the package in <bundle>/python/).
+
+Copies per attend call: none of the tensors on the Python side (q, k, v are
+passed as pointers to the caller's arrays when they are contiguous 16-bit
+arrays, and the C library writes O and the LSE into arrays allocated here).
+In C++, each input is copied once into the request the C++ client sends
+from, and the output once from the parsed response into our array
+(attn/client/c_api.h).
+"""
+
+import ctypes
+import os
+import time
+
+import numpy as np
+
+from . import tensors
+from .errors import AttnServeConnectionError, rpc_error, status_code
+
+LIBRARY_NAME = "libattn_client_c.so"
+ENV_VAR = "ATTN_CLIENT_LIB"
+_ERROR_BYTES = 2048
+_TRANSPORT = {None: 0, False: 1, True: 2}  # stream= -> ATTN_TRANSPORT_AUTO/UNARY/STREAM
+_DTYPE = {tensors.FP16: 0, tensors.BF16: 1}  # attn/c_dtype.h
+
+
+class _Options(ctypes.Structure):
+    _fields_ = [
+        ("address", ctypes.c_char_p),
+        ("connect_timeout_s", ctypes.c_double),
+        ("rpc_timeout_s", ctypes.c_double),
+        ("max_message_bytes", ctypes.c_int64),
+        ("stream_threshold_bytes", ctypes.c_int64),
+        ("stream_chunk_bytes", ctypes.c_int64),
+        ("fetch_server_info", ctypes.c_int),
+        ("dedicated_connection", ctypes.c_int),
+        ("load_balancing_policy", ctypes.c_char_p),
+        ("tls", ctypes.c_int),
+        ("tls_root_certs_path", ctypes.c_char_p),
+        ("tls_cert_chain_path", ctypes.c_char_p),
+        ("tls_private_key_path", ctypes.c_char_p),
+        ("tls_server_name", ctypes.c_char_p),
+        ("metadata", ctypes.POINTER(ctypes.c_char_p)),
+        ("metadata_pairs", ctypes.c_size_t),
+    ]
+
+
+class _Timing(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_int64) for name in (
+        "receive_ns", "decode_ns", "queue_ns", "h2d_ns", "kernel_ns", "d2h_ns", "total_ns",
+        "marshal_ns", "unmarshal_ns", "round_trip_ns", "upload_ns")] + [
+        ("streamed", ctypes.c_int),
+        ("kernel_tflops", ctypes.c_double),
+        ("request_id", ctypes.c_char * 64),
+        ("kernel", ctypes.c_char * 64),
+        ("backend", ctypes.c_char * 16),
+        ("device", ctypes.c_char * 128),
+    ]
+
+
+class _Buffer(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t)]
+
+
+def library_candidates():
+    """The paths tried, in order (see the module's docstring)."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [os.path.join(here, LIBRARY_NAME),
+            os.path.normpath(os.path.join(here, "..", "..", "lib", LIBRARY_NAME))]
+
+
+def find_library():
+    """(path, None) for the first candidate that exists, or (None, why not)."""
+    candidates = library_candidates()
+    for path in candidates:
+        if os.path.isfile(path):
+            return path, None
+    if os.environ.get(ENV_VAR):
+        return None, f"${ENV_VAR} names {candidates[0]}, which is not a file"
+    return None, f"{LIBRARY_NAME} not found (looked for {' and '.join(candidates)})"
+
+
+_library = None
+
+
+def _load(path):
+    """The loaded library with its prototypes (once per process)."""
+    global _library
+    if _library is not None:
+        return _library
+    lib = ctypes.CDLL(path)  # CDLL, not PyDLL: calls release the GIL
+    p, i64, c = ctypes.c_void_p, ctypes.c_int64, ctypes.c_char_p
+    lib.attn_client_options_init.argtypes = [ctypes.POINTER(_Options)]
+    lib.attn_client_options_init.restype = None
+    lib.attn_client_connect.argtypes = [ctypes.POINTER(_Options), ctypes.POINTER(p), c,
+                                        ctypes.c_size_t]
+    lib.attn_client_close.argtypes = [p]
+    lib.attn_client_close.restype = None
+    lib.attn_client_attend.argtypes = [
+        p, c, ctypes.c_int, p, p, p, p, p, p, p,   # client, kernel, dtype, q, k, v, out, lse, cu_q, cu_k
+        i64, i64, i64, i64, i64, i64,              # batch, seqlen_q/k, heads_q/kv, head_dim
+        ctypes.c_int, i64, i64, ctypes.c_float,    # causal, window, softmax_scale
+        i64, i64, ctypes.c_double, ctypes.c_int, c,  # total_q/k, timeout_s, transport, request_id
+        ctypes.POINTER(_Timing), c, ctypes.c_size_t]
+    lib.attn_client_health.argtypes = [p, c, ctypes.POINTER(ctypes.c_int), c, ctypes.c_size_t]
+    lib.attn_client_stream_threshold_bytes.argtypes = [p]
+    lib.attn_client_stream_threshold_bytes.restype = i64
+    lib.attn_client_buffer_free.argtypes = [ctypes.POINTER(_Buffer)]
+    lib.attn_client_buffer_free.restype = None
+    for name in ("attn_client_server_info", "attn_client_list_kernels", "attn_client_stats"):
+        getattr(lib, name).argtypes = [p, ctypes.POINTER(_Buffer), c, ctypes.c_size_t]
+    _library = lib
+    return lib
+
+
+def _encode(text):
+    return text.encode("utf-8") if text else None
+
+
+def _pointer(array):
+    return None if array is None else ctypes.c_void_p(array.ctypes.data)
+
+
+class NativeTransport:
+    name = "native"
+
+    def __init__(self, address, *, library, timeout, connect_timeout, tls, root_certificates,
+                 certificate_chain, private_key, server_name, max_message_bytes,
+                 stream_threshold_bytes, stream_chunk_bytes, metadata, fetch_server_info,
+                 load_balancing_policy):
+        self.address = address
+        self.library = library
+        self._handle = None
+        self._lib = _load(library)
+        options = _Options()
+        self._lib.attn_client_options_init(ctypes.byref(options))
+        options.address = address.encode("utf-8")
+        options.connect_timeout_s = float(connect_timeout)
+        options.rpc_timeout_s = float(timeout)
+        options.max_message_bytes = int(max_message_bytes)
+        options.stream_threshold_bytes = int(stream_threshold_bytes or 0)
+        options.stream_chunk_bytes = int(stream_chunk_bytes)
+        options.fetch_server_info = 1 if fetch_server_info else 0
+        options.load_balancing_policy = _encode(load_balancing_policy)
+        options.tls = 1 if tls else 0
+        options.tls_root_certs_path = _encode(root_certificates)
+        options.tls_cert_chain_path = _encode(certificate_chain)
+        options.tls_private_key_path = _encode(private_key)
+        options.tls_server_name = _encode(server_name)
+        flat = [s.encode("utf-8") for pair in metadata for s in pair]
+        keep = (ctypes.c_char_p * max(1, len(flat)))(*flat)
+        options.metadata = ctypes.cast(keep, ctypes.POINTER(ctypes.c_char_p))
+        options.metadata_pairs = len(flat) // 2
+        handle = ctypes.c_void_p()
+        error = ctypes.create_string_buffer(_ERROR_BYTES)
+        code = self._lib.attn_client_connect(ctypes.byref(options), ctypes.byref(handle), error,
+                                             _ERROR_BYTES)
+        if code != 0:
+            raise self._error("connect", code, error, connect=True)
+        self._handle = handle
+        self.stream_threshold_bytes = int(self._lib.attn_client_stream_threshold_bytes(handle))
+        self._info = None
+
+    def close(self):
+        if self._handle:
+            self._lib.attn_client_close(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        self.close()
+
+    def _error(self, rpc, code, error, connect=False):
+        code = status_code(code)
+        details = error.value.decode("utf-8", "replace")
+        if connect and code.name == "UNAVAILABLE":
+            return AttnServeConnectionError(rpc, self.address, code, details)
+        return rpc_error(rpc, self.address, code, details)
+
+    # --- queries -----------------------------------------------------------
+
+    def _message(self, rpc, function, type_name):
+        from attnserve.v1 import attention_pb2 as pb  # protobuf: only for these messages
+
+        buffer = _Buffer()
+        error = ctypes.create_string_buffer(_ERROR_BYTES)
+        code = function(self._handle, ctypes.byref(buffer), error, _ERROR_BYTES)
+        if code != 0:
+            if status_code(code).name == "NOT_FOUND" and rpc == "GetServerInfo":
+                return None
+            raise self._error(rpc, code, error)
+        try:
+            return getattr(pb, type_name).FromString(ctypes.string_at(buffer.data, buffer.size))
+        finally:
+            self._lib.attn_client_buffer_free(ctypes.byref(buffer))
+
+    @property
+    def info(self):
+        """ServerInfo fetched by the C++ client at connect (None without fetch_server_info)."""
+        if self._info is None:
+            self._info = self._message("GetServerInfo", self._lib.attn_client_server_info,
+                                       "ServerInfo")
+        return self._info
+
+    def list_kernels(self):
+        return list(self._message("ListKernels", self._lib.attn_client_list_kernels,
+                                  "ListKernelsResponse").kernels)
+
+    def server_info(self):
+        return self.info
+
+    def stats(self):
+        return self._message("GetStats", self._lib.attn_client_stats, "ServerStats")
+
+    def health(self, service):
+        """The grpc.health.v1 status number."""
+        status = ctypes.c_int(-1)
+        error = ctypes.create_string_buffer(_ERROR_BYTES)
+        code = self._lib.attn_client_health(self._handle, _encode(service), ctypes.byref(status),
+                                            error, _ERROR_BYTES)
+        if code != 0:
+            raise self._error("Health.Check", code, error)
+        return status.value
+
+    # --- attention ---------------------------------------------------------
+
+    def attend(self, call, timeout, stream):
+        """Runs `call` (attend_call.AttendCall); returns (out, lse or None, timing fields)."""
+        start = time.perf_counter_ns()
+        bits = np.empty(call.shape, dtype="<u2")  # the C library writes O here
+        lse = np.empty(call.lse_shape, dtype=np.float32) if call.return_lse else None
+        timing = _Timing()
+        error = ctypes.create_string_buffer(_ERROR_BYTES)
+        q, k, v = call.bits
+        varlen = call.varlen
+        prepared = time.perf_counter_ns()
+        code = self._lib.attn_client_attend(
+            self._handle, _encode(call.kernel), _DTYPE[call.wire_dtype], _pointer(q),
+            _pointer(k), _pointer(v), _pointer(bits), _pointer(lse),
+            _pointer(call.cu_seqlens_q), _pointer(call.cu_seqlens_k), call.batch,
+            call.seq_len, call.kv_seq_len, call.heads, call.kv_heads, call.head_dim,
+            1 if call.causal else 0, call.window_left, call.window_right,
+            call.softmax_scale or 0.0, q.shape[0] if varlen else 0, k.shape[0] if varlen else 0,
+            float(timeout), _TRANSPORT[stream], _encode(call.request_id), ctypes.byref(timing),
+            error, _ERROR_BYTES)
+        returned = time.perf_counter_ns()
+        if code != 0:
+            raise self._error("Attend", code, error)
+        out = tensors.bits_as_output(bits, call.wire_dtype, call.like)
+        return out, lse, dict(
+            receive_ns=timing.receive_ns, decode_ns=timing.decode_ns, queue_ns=timing.queue_ns,
+            h2d_ns=timing.h2d_ns, kernel_ns=timing.kernel_ns, d2h_ns=timing.d2h_ns,
+            total_ns=timing.total_ns, marshal_ns=timing.marshal_ns + prepared - start,
+            unmarshal_ns=timing.unmarshal_ns + time.perf_counter_ns() - returned,
+            upload_ns=timing.upload_ns, streamed=bool(timing.streamed),
+            request_id=timing.request_id.decode(), kernel=timing.kernel.decode(),
+            backend=timing.backend.decode(), device=timing.device.decode("utf-8", "replace"),
+            kernel_tflops=timing.kernel_tflops)
