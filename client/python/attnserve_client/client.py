@@ -1,4 +1,4 @@
-"""attnserve's Python client: remote FlashAttention on NumPy arrays.
+"""attnserve's Python client: remote FlashAttention on NumPy arrays or torch tensors.
 
     from attnserve_client import Client
 
@@ -21,7 +21,7 @@ import time
 import grpc
 import numpy as np
 
-from . import health, tensors
+from . import health, tensors, torch_tensors
 from attnserve.v1 import attention_pb2 as pb
 from attnserve.v1 import attention_pb2_grpc as pb_grpc
 
@@ -278,8 +278,16 @@ class Client:
         kernel: kernel name (list_kernels()); '' = the server's default.
         softmax_scale: multiplies q @ k^T; None = 1/sqrt(head_dim).
         stream: True/False forces AttendStream/Attend; None picks by size.
+
+        torch tensors (torch.bfloat16 or torch.float16, on the CPU or a CUDA
+        device; q, k and v all torch or none) go through host memory, and then
+        out (and lse) come back as torch tensors on q's device.
         """
         start = time.perf_counter_ns()
+        torch_like = None
+        if any(torch_tensors.torch_of(t) is not None for t in (q, k, v)):
+            torch_like = q
+            q, k, v, dtype = _torch_bits(q, k, v, dtype)
         varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
         if varlen and (cu_seqlens_q is None or cu_seqlens_k is None):
             raise ValueError("give both cu_seqlens_q and cu_seqlens_k (varlen), or neither")
@@ -365,6 +373,9 @@ class Client:
         out = tensors.from_wire(out_bytes, wire_dtype, shape, np.asarray(q).dtype)
         lse = np.frombuffer(lse_bytes, dtype="<f4").reshape(lse_shape).astype(np.float32) \
             if return_lse else None
+        if torch_like is not None:
+            out = torch_tensors.from_bits(out, torch_like)
+            lse = torch_tensors.to_device(lse, torch_like) if return_lse else None
         end = time.perf_counter_ns()
         t = response.timing
         timing = Timing(
@@ -448,6 +459,17 @@ class Client:
             raise AttnServeError("AttendStream", self.address, grpc.StatusCode.INTERNAL,
                                  "stream ended without a response")
         return header_response, bytes(out), bytes(lse), client
+
+
+def _torch_bits(q, k, v, dtype):
+    """torch q, k, v -> (q, k, v as uint16 bit arrays, their wire dtype)."""
+    (qb, wire), (kb, kwire), (vb, vwire) = (torch_tensors.to_bits(t, name)
+                                           for t, name in ((q, "q"), (k, "k"), (v, "v")))
+    if not wire == kwire == vwire:
+        raise ValueError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if dtype is not None and tensors.parse_dtype(dtype) != wire:
+        raise ValueError(f"q is {q.dtype} but dtype={dtype!r} was given")
+    return qb, kb, vb, wire
 
 
 def _offsets(values, name, total):
