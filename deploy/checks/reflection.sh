@@ -19,27 +19,12 @@ server="$build_dir/server/attn_server"
 buf="$(js_dir)/node_modules/.bin/buf"
 [ -x "$buf" ] || fail "buf not installed"
 
+# shellcheck source=deploy/scripts/start_server.sh
+. "$root/deploy/scripts/start_server.sh"
 work="$(mktemp -d "$work_dir/reflection.XXXXXX")"
-server_pid=""
-cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -KILL "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-"$server" --backend=cpu --cpu_threads=1 --listen=127.0.0.1:0 --port_file="$work/port" \
-  >"$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 600); do   # up to 60 s for the port file (written once SERVING)
-  [ -s "$work/port" ] && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log" >&2; fail "attn_server exited"; }
-  sleep 0.1
-done
-[ -s "$work/port" ] || { cat "$work/server.log" >&2; fail "attn_server wrote no port file in 60 s"; }
-base="http://127.0.0.1:$(head -n1 "$work/port")"
+trap 'stop_server KILL; rm -rf "$work"' EXIT
+start_server "$server" "$work" --backend=cpu --cpu_threads=1 || fail "attn_server did not start"
+base="http://$server_address"
 
 export BUF_CACHE_DIR="$work_dir/buf-cache"
 curl_args=(--protocol grpc --http2-prior-knowledge --connect-timeout 30 --timeout 60s)

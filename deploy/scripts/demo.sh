@@ -41,36 +41,14 @@ cli="$build_dir/client/attn_cli"
 shape="1,1024,8,128"
 if [ "$gpu" -eq 1 ]; then shape="4,4096,16,128"; fi
 
+# shellcheck source=deploy/scripts/start_server.sh
+. "$root/deploy/scripts/start_server.sh"
 work="$(mktemp -d)"
-server_pid=""
-cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'stop_server TERM; rm -rf "$work"' EXIT
 
 phase "starting attn_server (--backend=auto)"
-"$server" --listen=127.0.0.1:0 --port_file="$work/port" --backend=auto \
-  >"$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 600); do
-  [ -s "$work/port" ] && break
-  if ! kill -0 "$server_pid" 2>/dev/null; then
-    echo "demo.sh: attn_server exited during start-up:" >&2
-    cat "$work/server.log" >&2
-    exit 1
-  fi
-  sleep 0.1
-done
-if [ ! -s "$work/port" ]; then
-  echo "demo.sh: attn_server did not start serving within 60 s" >&2
-  cat "$work/server.log" >&2
-  exit 1
-fi
-address="127.0.0.1:$(head -n1 "$work/port")"
+start_server "$server" "$work" --backend=auto || exit 1
+address="$server_address"
 
 phase "attn_server is serving; its first log lines:"
 head -n 3 "$work/server.log"

@@ -42,16 +42,10 @@ def random_bits(rng, shape, dtype):
 
 
 class TorchConversionTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.client = Client(SERVER.address)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-
     def setUp(self):
         self.rng = np.random.default_rng(SEED)
+        self.client = Client(SERVER.address)
+        self.addCleanup(self.client.close)
         context = fake_torch.installed()  # (enterContext needs Python 3.11)
         self.torch = context.__enter__()
         self.addCleanup(context.__exit__, None, None, None)
