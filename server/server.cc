@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "frontend/attention_service.h"
+#include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/server_builder_option.h"
@@ -60,6 +61,13 @@ class WithoutReflection : public grpc::ServerBuilderOption {
                    plugins->end());
   }
 };
+
+// Reflection describes a service from the process's generated descriptor
+// pool. gRPC's default health service encodes its messages without protobuf,
+// so grpc.health.v1's descriptor (attn_health_proto) is linked and loaded only
+// when something references it: without this a reflection client sees
+// grpc.health.v1.Health listed but cannot describe it.
+void LoadHealthDescriptor() { (void)grpc::health::v1::HealthCheckRequest::descriptor(); }
 
 }  // namespace
 
@@ -112,7 +120,10 @@ absl::StatusOr<std::unique_ptr<AttentionServer>> AttentionServer::Create(
   }
 
   grpc::EnableDefaultHealthCheckService(true);
-  if (options.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  if (options.reflection) {
+    LoadHealthDescriptor();
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  }
 
   server->service_ = std::make_unique<AttentionService>();
   grpc::ServerBuilder builder;

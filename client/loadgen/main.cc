@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -257,6 +258,17 @@ int main(int argc, char** argv) {
     if (!preflight.ok()) {
       std::cerr << "attn_loadgen: preflight request failed: " << preflight.status().ToString()
                 << "\n";
+      // The usual cause on a CPU server: a GPU-sized --shape (the README's
+      // loadgen example takes minutes per request on the CPU backend).
+      if (preflight.status().code() == absl::StatusCode::kDeadlineExceeded) {
+        const auto& info = clients.front()->server_info();
+        std::cerr << absl::StrFormat(
+            "attn_loadgen: one request (%.1f GFLOP) did not finish within --timeout=%s on the "
+            "server's %s backend; use a smaller --shape (e.g. --shape=1,512,8,64 on the CPU "
+            "backend) or a longer --timeout\n",
+            cost.flops / 1e9, absl::FormatDuration(absl::GetFlag(FLAGS_timeout)),
+            info.has_value() ? info->backend() : "unknown");
+      }
       return kExitFailure;
     }
   }

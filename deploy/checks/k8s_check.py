@@ -21,7 +21,7 @@ Checks, per overlay (exit status 1 on any failure):
     ATTN_INSECURE is not set;
   * terminationGracePeriodSeconds >= drain delay + drain timeout + 5;
   * the pool agrees with its single-node profile deploy/<pool>/node.env: the
-    image tag names its GPU architecture (ATTN_CUDA_ARCH), the server settings
+    image tag is <VERSION file>-sm<ATTN_CUDA_ARCH>, the server settings
     are the same, and the grace period is its ATTN_STOP_TIMEOUT_S;
   * the pod runs as the image's non-root UID, and every ATTN_* variable is one
     the container entrypoint reads.
@@ -248,6 +248,11 @@ def entrypoint_env_names():
         return set(re.findall(r"\bATTN_[A-Z0-9_]+", f.read()))
 
 
+def read_version():
+    with open(os.path.join(ROOT, "VERSION"), encoding="utf-8") as f:
+        return f.readline().strip()
+
+
 def dockerfile_uid():
     with open(os.path.join(ROOT, "deploy", "docker", "Dockerfile"), encoding="utf-8") as f:
         users = re.findall(r"^USER\s+(\S+)", f.read(), re.M)
@@ -363,9 +368,11 @@ def check_overlay(pool, objects):
     if os.path.exists(profile_path):
         profile = read_env_file(profile_path)
         arch = profile.get("ATTN_CUDA_ARCH")
-        if not c["image"].endswith(f"-sm{arch}"):
-            error(f"{where}: image {c['image']} does not end in -sm{arch} "
-                  f"(ATTN_CUDA_ARCH of deploy/{pool}/node.env)")
+        # Kustomize cannot read VERSION: the overlay spells the tag, checked here.
+        tag = f"{read_version()}-sm{arch}"
+        if c["image"].rpartition(":")[2] != tag:
+            error(f"{where}: image {c['image']} is not tagged {tag} (the VERSION file and "
+                  f"ATTN_CUDA_ARCH of deploy/{pool}/node.env): set the overlay's newTag")
         for name in SERVER_SETTINGS:
             if profile.get(name) != env.get(name):
                 error(f"{where}: {name}={env.get(name)!r} but deploy/{pool}/node.env "

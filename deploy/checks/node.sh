@@ -2,7 +2,8 @@
 # Checks the single-node deployment (deploy/<node>/ and deploy/node/) without
 # a Docker engine:
 #   * build.sh / run.sh drive a stand-in `docker` that records its arguments:
-#     the image is built with the node's CUDA_ARCH, and the container runs
+#     the image, tagged <repo>:<VERSION file>-sm<arch>, is built with the
+#     node's CUDA_ARCH, and the container runs
 #     with --gpus, the published port, the restart policy, log rotation, a
 #     stop timeout covering the drain, and the profile's server settings;
 #     upgrade keeps the running image as <repo>:<node>-previous;
@@ -36,6 +37,7 @@ expect() {  # expect NODE WHAT REGEX: the recorded docker calls match REGEX
   fi
 }
 
+version="$(head -n1 "$root/VERSION")"
 nodes=()
 for profile in "$root"/deploy/*/node.env; do
   node="$(basename "$(dirname "$profile")")"
@@ -47,10 +49,11 @@ for profile in "$root"/deploy/*/node.env; do
     p[$key]="$value"
   done <"$profile"
 
+  image="${p[ATTN_IMAGE_REPO]}:$version-sm${p[ATTN_CUDA_ARCH]}"
   : >"$FAKE_DOCKER_LOG"
   env -i PATH="$fake/bin:/usr/bin:/bin" HOME="$fake" FAKE_DOCKER_LOG="$FAKE_DOCKER_LOG" \
     bash "$root/deploy/$node/build.sh" >/dev/null
-  expect "$node" build "^build -f $root/deploy/docker/Dockerfile --build-arg CUDA_ARCH=${p[ATTN_CUDA_ARCH]} .* -t ${p[ATTN_IMAGE]} $root\$"
+  expect "$node" build "^build -f $root/deploy/docker/Dockerfile --build-arg CUDA_ARCH=${p[ATTN_CUDA_ARCH]} .* -t $image $root\$"
 
   : >"$FAKE_DOCKER_LOG"
   env -i PATH="$fake/bin:/usr/bin:/bin" HOME="$fake" FAKE_DOCKER_LOG="$FAKE_DOCKER_LOG" \
@@ -66,7 +69,7 @@ for profile in "$root"/deploy/*/node.env; do
   for var in ATTN_TLS_CERT ATTN_TLS_KEY ATTN_TOKEN_FILE; do
     expect "$node" "start $var" "^run .*--env $var=/run/secrets/attnserve/"
   done
-  expect "$node" "start image" "^run .* ${p[ATTN_IMAGE]}\$"
+  expect "$node" "start image" "^run .* $image\$"
   if [ $((p[ATTN_DRAIN_DELAY_S] + p[ATTN_DRAIN_TIMEOUT_S] + 5)) -gt "${p[ATTN_STOP_TIMEOUT_S]}" ]; then
     echo "FAIL: $node: ATTN_STOP_TIMEOUT_S does not cover drain delay + timeout + 5 s" >&2
     problems=$((problems + 1))
@@ -74,24 +77,25 @@ for profile in "$root"/deploy/*/node.env; do
 
   : >"$FAKE_DOCKER_LOG"
   env -i PATH="$fake/bin:/usr/bin:/bin" HOME="$fake" FAKE_DOCKER_LOG="$FAKE_DOCKER_LOG" \
-    bash "$root/deploy/$node/run.sh" upgrade "${p[ATTN_IMAGE]%:*}:next" >/dev/null
-  expect "$node" upgrade "^tag sha256:0123abcd ${p[ATTN_IMAGE]%:*}:$node-previous\$"
+    bash "$root/deploy/$node/run.sh" upgrade "${image%:*}:next" >/dev/null
+  expect "$node" upgrade "^tag sha256:0123abcd ${image%:*}:$node-previous\$"
   expect "$node" upgrade "^stop --time ${p[ATTN_STOP_TIMEOUT_S]} ${p[ATTN_CONTAINER]}\$"
-  expect "$node" upgrade "^run .* ${p[ATTN_IMAGE]%:*}:next\$"
+  expect "$node" upgrade "^run .* ${image%:*}:next\$"
 
   # Compose renders with the profile to the same settings.
   rendered="$work_dir/compose-$node.yaml"
-  (cd "$root/deploy/$node" && docker-compose --env-file node.env -f compose.yaml config) >"$rendered"
-  /usr/bin/python3 - "$rendered" "$profile" "$node" <<'PY' || problems=$((problems + 1))
+  (cd "$root/deploy/$node" &&
+    ATTN_VERSION="$version" docker-compose --env-file node.env -f compose.yaml config) >"$rendered"
+  /usr/bin/python3 - "$rendered" "$profile" "$node" "$image" <<'PY' || problems=$((problems + 1))
 import sys, yaml
-rendered, profile, node = sys.argv[1:]
+rendered, profile, node, image = sys.argv[1:]
 svc = yaml.safe_load(open(rendered))["services"]["attnserve"]
 p = dict(l.strip().split("=", 1) for l in open(profile) if "=" in l and not l.startswith("#"))
 bad = []
 def want(what, got, exp):
     if str(got) != str(exp):
         bad.append(f"{what}: {got!r} != {exp!r}")
-want("image", svc.get("image"), p["ATTN_IMAGE"])
+want("image", svc.get("image"), image)
 want("build arg CUDA_ARCH", svc["build"]["args"].get("CUDA_ARCH"), p["ATTN_CUDA_ARCH"])
 want("restart", svc.get("restart"), p["ATTN_RESTART"])
 want("stop_grace_period", svc.get("stop_grace_period"), p["ATTN_STOP_TIMEOUT_S"] + "s")

@@ -5,13 +5,16 @@
 #
 #   BUILD_DIR=build bash deploy/checks/run_all.sh [CHECK...]
 #
-# Checks: shellcheck yamllint k8s dockerfile node bundle_check (default: all).
+# Checks: the names of this folder's scripts (default: all of them, so a new
+# check needs no list here).
 # Needs the tools of deploy/scripts/install_deps.sh --with-checks and a build.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 checks=("$@")
 if [ ${#checks[@]} -eq 0 ]; then
-  checks=(shellcheck yamllint k8s dockerfile node bundle_check)
+  for script in "$here"/*.sh; do
+    case "$(basename "$script" .sh)" in lib | run_all) ;; *) checks+=("$(basename "$script" .sh)") ;; esac
+  done
 fi
 
 failed=()

@@ -16,8 +16,9 @@
 #   attnserve-node.sh NODE rollback          go back to the image before the
 #                                            last upgrade
 #
-# IMAGE defaults to the profile's ATTN_IMAGE. Environment variables override
-# the profile (e.g. ATTN_HOST_PORT=50052 run.sh start).
+# IMAGE defaults to ATTN_IMAGE, else $ATTN_IMAGE_REPO:<VERSION>-sm$ATTN_CUDA_ARCH
+# with the repository's VERSION file. Environment variables override the
+# profile (e.g. ATTN_HOST_PORT=50052 run.sh start).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 
@@ -38,6 +39,8 @@ while IFS='=' read -r key value; do
   fi
 done <"$profile"
 
+# The version is written once, in VERSION; the tag is derived from it.
+ATTN_IMAGE="${ATTN_IMAGE:-$ATTN_IMAGE_REPO:$(head -n1 "$root/VERSION")-sm$ATTN_CUDA_ARCH}"
 name="$ATTN_CONTAINER"
 previous="${ATTN_IMAGE%:*}:$node-previous"
 health_timeout_s="${ATTN_HEALTH_TIMEOUT_S:-300}"

@@ -4,6 +4,10 @@
 # come from $ATTN_CUDA_ARCHITECTURES, else from the local GPU, else "80;86;90".
 #
 #   build.sh [extra cmake -D options...]
+# Environment: BUILD_DIR; BUILD_TARGETS, the targets to build (space
+# separated; default all); BUILD_JOBS (default nproc); ATTN_ENABLE_CUDA
+# (AUTO, ON or OFF), passed to CMake when set, else the build tree keeps its
+# setting (AUTO when new).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
@@ -18,6 +22,15 @@ if [ -z "$archs" ] && command -v nvidia-smi >/dev/null 2>&1; then
 fi
 archs="${archs:-80;86;90}"
 
+cuda=()
+if [ -n "${ATTN_ENABLE_CUDA:-}" ]; then cuda=("-DATTN_ENABLE_CUDA=$ATTN_ENABLE_CUDA"); fi
+read -r -a targets <<<"${BUILD_TARGETS:-}"
+jobs="${BUILD_JOBS:-$(nproc)}"
+started=$SECONDS
+
+echo "build.sh: configuring $build_dir (Release, Ninja)"
 cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  "-DATTN_CUDA_ARCHITECTURES=$archs" "$@"
-cmake --build "$build_dir" --parallel "${BUILD_JOBS:-$(nproc)}"
+  "-DATTN_CUDA_ARCHITECTURES=$archs" "${cuda[@]}" "$@"
+echo "build.sh: [$((SECONDS - started)) s] building ${targets[*]:-everything} with $jobs jobs"
+cmake --build "$build_dir" --parallel "$jobs" ${targets[0]+--target "${targets[@]}"}
+echo "build.sh: [$((SECONDS - started)) s] built ${targets[*]:-everything}"

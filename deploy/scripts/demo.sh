@@ -7,67 +7,63 @@
 #
 #   demo.sh [--shape=B,S,H,D] [--dtype=bf16|fp16] [other attn_cli attend flags]
 # Defaults: B=4, S=4096, H=16, D=128 on a GPU; B=1, S=1024, H=8, D=128 on CPU.
+#
+# Builds only what it runs (attn_server, attn_cli: no tests, no benches) into
+# $BUILD_DIR (default build/). With no GPU visible it builds no CUDA kernels
+# either, even where nvcc is installed (ATTN_ENABLE_CUDA=OFF in that build
+# tree's cache; a later `ATTN_ENABLE_CUDA=AUTO test.sh` turns them back on).
+# Prints a line per phase with the seconds since the start.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
+started=$SECONDS
+phase() { printf '== [%4d s] %s\n' "$((SECONDS - started))" "$*"; }
+
+gpu=0
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then gpu=1; fi
 
 if [ "${ATTN_SKIP_DEPS:-0}" != "1" ]; then
+  phase "installing dependencies (apt-get; minutes on a fresh machine)"
   bash "$root/deploy/scripts/install_deps.sh"
 fi
 if [ "${ATTN_SKIP_BUILD:-0}" != "1" ]; then
-  bash "$root/deploy/scripts/build.sh"
+  if [ "$gpu" -eq 1 ]; then
+    phase "building attn_server and attn_cli with the CUDA kernels for this GPU"
+    BUILD_TARGETS="attn_server attn_cli" bash "$root/deploy/scripts/build.sh"
+  else
+    phase "building attn_server and attn_cli, CPU only (no GPU visible)"
+    ATTN_ENABLE_CUDA=OFF BUILD_TARGETS="attn_server attn_cli" bash "$root/deploy/scripts/build.sh"
+  fi
 fi
 server="$build_dir/server/attn_server"
 cli="$build_dir/client/attn_cli"
 
 shape="1,1024,8,128"
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  shape="4,4096,16,128"
-fi
+if [ "$gpu" -eq 1 ]; then shape="4,4096,16,128"; fi
 
+# shellcheck source=deploy/scripts/start_server.sh
+. "$root/deploy/scripts/start_server.sh"
 work="$(mktemp -d)"
-server_pid=""
-cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'stop_server TERM; rm -rf "$work"' EXIT
 
-"$server" --listen=127.0.0.1:0 --port_file="$work/port" --backend=auto \
-  >"$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 600); do
-  [ -s "$work/port" ] && break
-  if ! kill -0 "$server_pid" 2>/dev/null; then
-    echo "demo.sh: attn_server exited during start-up:" >&2
-    cat "$work/server.log" >&2
-    exit 1
-  fi
-  sleep 0.1
-done
-if [ ! -s "$work/port" ]; then
-  echo "demo.sh: attn_server did not start serving within 60 s" >&2
-  cat "$work/server.log" >&2
-  exit 1
-fi
-address="127.0.0.1:$(head -n1 "$work/port")"
+phase "starting attn_server (--backend=auto)"
+start_server "$server" "$work" --backend=auto || exit 1
+address="$server_address"
 
-echo "== server"
+phase "attn_server is serving; its first log lines:"
 head -n 3 "$work/server.log"
-echo "== attn_cli info"
+phase "attn_cli info"
 "$cli" info --address="$address"
-echo "== attn_cli attend --shape=$shape --check"
+phase "attn_cli attend --shape=$shape --check"
 "$cli" attend --address="$address" --shape="$shape" --dtype=bf16 --check "$@"
 
 kill -TERM "$server_pid"
 if wait "$server_pid"; then
-  echo "== server drained and exited 0 on SIGTERM; its last log lines:"
+  phase "server drained and exited 0 on SIGTERM; its last log lines:"
 else
   echo "demo.sh: attn_server exited with status $? on SIGTERM" >&2
   exit 1
 fi
 server_pid=""
 tail -n 3 "$work/server.log"
+phase "done"

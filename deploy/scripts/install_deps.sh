@@ -27,7 +27,11 @@ if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
 export DEBIAN_FRONTEND=noninteractive
 # Package lists first: a fresh container has none, and the name check below
 # needs them.
-if [ "$print_only" -eq 0 ]; then "${sudo_cmd[@]}" apt-get update -qq; fi
+started=$SECONDS
+if [ "$print_only" -eq 0 ]; then
+  echo "install_deps.sh: updating the package lists (apt-get update)"
+  "${sudo_cmd[@]}" apt-get update -qq
+fi
 
 if [ "$runtime_only" -eq 1 ]; then
   # libprometheus-cpp-pull1.0 (attn_server's /metrics) brings its core
@@ -63,5 +67,7 @@ if [ "$print_only" -eq 1 ]; then
   printf '%s\n' "${packages[@]}"
   exit 0
 fi
+echo "install_deps.sh: [$((SECONDS - started)) s] installing ${#packages[@]} packages" \
+     "(apt-get install; those present are kept)"
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
-echo "install_deps.sh: installed ${#packages[@]} packages"
+echo "install_deps.sh: [$((SECONDS - started)) s] ${#packages[@]} packages installed"

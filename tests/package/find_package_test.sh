@@ -12,14 +12,9 @@ cmake="${CMAKE:-cmake}"
 build_dir="$1"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 work="$(mktemp -d)"
-server_pid=""
-cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -KILL "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=deploy/scripts/start_server.sh
+. "$here/../../deploy/scripts/start_server.sh"
+trap 'stop_server KILL; rm -rf "$work"' EXIT
 fail() {
   echo "FAIL: $*" >&2
   exit 1
@@ -51,19 +46,11 @@ echo "installed into $prefix: $(find "$prefix" -type f | wc -l) files"
 if grep -q cudart "$work/consumer/build.ninja"; then fail "the consumer links cudart"; fi
 
 # The installed server, on a free port.
-port_file="$work/port"
-"$prefix/bin/attn_server" --backend=cpu --cpu_threads=1 --listen=127.0.0.1:0 \
-    --port_file="$port_file" >"$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 600); do   # up to 60 s for the port file
-  [ -s "$port_file" ] && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log" >&2; fail "attn_server exited"; }
-  sleep 0.1
-done
-[ -s "$port_file" ] || { cat "$work/server.log" >&2; fail "attn_server wrote no port file in 60 s"; }
+start_server "$prefix/bin/attn_server" "$work" --backend=cpu --cpu_threads=1 ||
+  fail "the installed attn_server did not start"
 
 # The consumer waits up to its connect timeout (5 s) for the server itself.
-"$work/consumer/consumer" "127.0.0.1:$(cat "$port_file")" || fail "the consumer failed"
+"$work/consumer/consumer" "$server_address" || fail "the consumer failed"
 "$prefix/bin/attn_cli" --version | grep -qx "attn_cli $(head -1 "$here/../../VERSION")" ||
   fail "installed attn_cli --version"
 

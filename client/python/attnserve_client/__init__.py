@@ -11,8 +11,9 @@
 See client.Client.attend for the accepted array types (fp16, bf16 via
 ml_dtypes or raw bits, float32 with dtype=...) and FlashAttention-2's
 options (causal, window_size, return_lse, GQA k/v, cu_seqlens for varlen).
-With PyTorch, flash_attn_func / flash_attn_varlen_func (module flash_attn)
-take and return torch tensors in FA2's conventions.
+Client.attend also takes bf16/fp16 torch tensors (CPU or CUDA) and then
+returns torch tensors on q's device; flash_attn_func / flash_attn_varlen_func
+(module flash_attn) do so in FA2's conventions. torch is never imported.
 
 Calls go through the C++ client (libattn_client_c.so, via ctypes) when that
 library is found, else through grpcio: Client(transport="auto"|"native"|

@@ -1,4 +1,4 @@
-"""attnserve's Python client: remote FlashAttention on NumPy arrays.
+"""attnserve's Python client: remote FlashAttention on NumPy arrays or torch tensors.
 
     from attnserve_client import Client
 
@@ -29,7 +29,7 @@ ConnectionError, after `connect_timeout` seconds.
 import dataclasses
 import time
 
-from . import health, native
+from . import health, native, tensors, torch_tensors
 from .attend_call import make_call
 from .errors import AttnServeConnectionError, AttnServeError, AttnServeTimeout  # noqa: F401
 
@@ -226,8 +226,16 @@ class Client:
         kernel: kernel name (list_kernels()); '' = the server's default.
         softmax_scale: multiplies q @ k^T; None = 1/sqrt(head_dim).
         stream: True/False forces AttendStream/Attend; None picks by size.
+
+        torch tensors (torch.bfloat16 or torch.float16, on the CPU or a CUDA
+        device; q, k and v all torch or none) go through host memory, and then
+        out (and lse) come back as torch tensors on q's device.
         """
         start = time.perf_counter_ns()
+        torch_like = None
+        if any(torch_tensors.torch_of(t) is not None for t in (q, k, v)):
+            torch_like = q
+            q, k, v, dtype = _torch_bits(q, k, v, dtype)
         call = make_call(q, k, v, dtype=dtype, kernel=kernel, softmax_scale=softmax_scale,
                          request_id=request_id, causal=causal, window_size=window_size,
                          return_lse=return_lse, cu_seqlens_q=cu_seqlens_q,
@@ -238,9 +246,23 @@ class Client:
                                              stream)
         fields["marshal_ns"] += prepared - start
         timing = Timing(round_trip_ns=time.perf_counter_ns() - start, **fields)
+        if torch_like is not None:
+            out = torch_tensors.from_bits(out, torch_like)
+            lse = torch_tensors.to_device(lse, torch_like) if return_lse else None
         if return_lse:
             return out, lse, timing
         return out, timing
+
+
+def _torch_bits(q, k, v, dtype):
+    """torch q, k, v -> (q, k, v as uint16 bit arrays, their wire dtype)."""
+    (qb, wire), (kb, kwire), (vb, vwire) = (torch_tensors.to_bits(t, name)
+                                           for t, name in ((q, "q"), (k, "k"), (v, "v")))
+    if not wire == kwire == vwire:
+        raise ValueError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if dtype is not None and tensors.parse_dtype(dtype) != wire:
+        raise ValueError(f"q is {q.dtype} but dtype={dtype!r} was given")
+    return qb, kb, vb, wire
 
 
 def attend(q, k, v, address="localhost:50051", **kwargs):

@@ -17,21 +17,15 @@ for varlen), on the same device. Tensors cross to host memory and back
 calls use set_default_client()'s client, else one connected to
 $ATTNSERVE_ADDRESS (default localhost:50051) on first use.
 
-torch is optional for the package: importing this module works without it,
-and the functions raise ImportError when called.
+torch is optional for the package and never imported by it: the functions
+take torch from the tensors they are given (TypeError for anything else).
 """
 
 import os
 import threading
 
-import numpy as np
-
+from . import torch_tensors
 from .client import Client
-
-try:  # optional
-    import torch
-except ImportError:  # pragma: no cover - depends on the environment
-    torch = None
 
 _default_client = None
 _default_lock = threading.Lock()
@@ -54,46 +48,15 @@ def _client(client):
         return _default_client
 
 
-def _require_torch():
-    if torch is None:
-        raise ImportError("attnserve_client.flash_attn needs PyTorch (pip install torch); "
-                          "Client.attend works on NumPy arrays without it")
-
-
-_WIRE = {}  # torch dtype -> wire dtype name, filled once torch is known
-
-
-def _to_bits(t, name):
-    """(bits as uint16 NumPy array, wire dtype) of a bf16/fp16 torch tensor."""
-    if not _WIRE:
-        _WIRE.update({torch.bfloat16: "bf16", torch.float16: "fp16"})
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dtype not in _WIRE:
-        raise TypeError(f"{name} is {t.dtype}; FlashAttention takes torch.bfloat16 or "
-                        "torch.float16")
-    bits = t.detach().contiguous().cpu().view(torch.int16).numpy().view(np.uint16)
-    return bits, _WIRE[t.dtype]
-
-
-def _from_bits(bits, like):
-    tensor = torch.from_numpy(np.ascontiguousarray(bits).view(np.int16)).view(like.dtype)
-    return tensor.to(like.device)
-
-
 def _run(q, k, v, dropout_p, return_lse, client, **kwargs):
-    _require_torch()
     if dropout_p:
         raise ValueError("attnserve computes inference attention: dropout_p must be 0")
-    (qb, dtype), (kb, kdtype), (vb, vdtype) = (_to_bits(t, n) for t, n in ((q, "q"), (k, "k"),
-                                                                          (v, "v")))
-    if not dtype == kdtype == vdtype:
-        raise TypeError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    result = _client(client).attend(qb, kb, vb, dtype=dtype, return_lse=return_lse, **kwargs)
-    out = _from_bits(result[0], q)
-    if not return_lse:
-        return out
-    return out, torch.from_numpy(np.ascontiguousarray(result[1])).to(q.device)
+    if torch_tensors.torch_of(q) is None:
+        raise TypeError(f"q must be a torch.Tensor (PyTorch), got {type(q).__name__}; "
+                        "Client.attend takes NumPy arrays")
+    # Client.attend converts the tensors and returns them on q's device.
+    result = _client(client).attend(q, k, v, return_lse=return_lse, **kwargs)
+    return result[:2] if return_lse else result[0]
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
