@@ -61,12 +61,14 @@ int64_t TensorBytes(std::initializer_list<int64_t> dims) {
   return bytes;
 }
 
-// Copies `bytes` from the caller's `data` into `tensor` (the one copy this
-// library makes of each input: AttentionInputs owns its tensors).
-absl::Status CopyIn(const char* name, const void* data, int64_t bytes, std::string* tensor) {
+// Points `tensor` at `bytes` of the caller's `data`, read in place: the
+// call is synchronous (AttentionClient::Attend returns only once gRPC holds
+// no reference to the inputs), so the caller's memory outlives every read
+// and the library copies no input.
+absl::Status Borrow(const char* name, const void* data, int64_t bytes, absl::string_view* tensor) {
   if (bytes == 0) return absl::OkStatus();
   if (data == nullptr) return absl::InvalidArgumentError(absl::StrCat(name, " is NULL"));
-  tensor->assign(static_cast<const char*>(data), static_cast<size_t>(bytes));
+  *tensor = absl::string_view(static_cast<const char*>(data), static_cast<size_t>(bytes));
   return absl::OkStatus();
 }
 
@@ -84,7 +86,7 @@ absl::Status CopyOffsets(const char* name, const int32_t* offsets, int64_t batch
   return absl::OkStatus();
 }
 
-// The call's inputs, copied from the caller's buffers after their geometry
+// The call's inputs, borrowed from the caller's buffers once their geometry
 // is known to be readable.
 absl::StatusOr<attn::AttentionInputs> Inputs(int dtype, const void* q, const void* k, const void* v,
                                              const int32_t* cu_seqlens_q,
@@ -118,9 +120,9 @@ absl::StatusOr<attn::AttentionInputs> Inputs(int dtype, const void* q, const voi
     q_bytes = TensorBytes({batch, seqlen_q, heads_q, head_dim});
     kv_bytes = TensorBytes({batch, in.SeqLenKv(), in.NumHeadsKv(), head_dim});
   }
-  if (absl::Status s = CopyIn("q", q, q_bytes, &in.q); !s.ok()) return s;
-  if (absl::Status s = CopyIn("k", k, kv_bytes, &in.k); !s.ok()) return s;
-  if (absl::Status s = CopyIn("v", v, kv_bytes, &in.v); !s.ok()) return s;
+  if (absl::Status s = Borrow("q", q, q_bytes, &in.borrowed_q); !s.ok()) return s;
+  if (absl::Status s = Borrow("k", k, kv_bytes, &in.borrowed_k); !s.ok()) return s;
+  if (absl::Status s = Borrow("v", v, kv_bytes, &in.borrowed_v); !s.ok()) return s;
   if (absl::Status s = in.Validate(); !s.ok()) return s;
   return in;
 }

@@ -109,19 +109,19 @@ absl::Status AttentionInputs::Validate() const {
   }
   const struct {
     const char* name;
-    const std::string* bytes;
+    absl::string_view bytes;
     int64_t expected;
-  } tensors[] = {{"q", &q, QBytes()}, {"k", &k, KvBytes()}, {"v", &v, KvBytes()}};
+  } tensors[] = {{"q", QData(), QBytes()}, {"k", KData(), KvBytes()}, {"v", VData(), KvBytes()}};
   for (const auto& tensor : tensors) {
-    if (static_cast<int64_t>(tensor.bytes->size()) != tensor.expected) {
-      const bool is_q = tensor.bytes == &q;
+    if (static_cast<int64_t>(tensor.bytes.size()) != tensor.expected) {
+      const bool is_q = &tensor == &tensors[0];
       const std::string layout =
           varlen() ? absl::StrCat("[", is_q ? TokensQ() : TokensKv(), ", ",
                                   is_q ? shape.num_heads : NumHeadsKv(), ", ", shape.head_dim, "]")
                    : Shape{shape.batch, is_q ? shape.seq_len : SeqLenKv(),
                            is_q ? shape.num_heads : NumHeadsKv(), shape.head_dim}
                          .ToString();
-      return absl::InvalidArgumentError(absl::StrCat(tensor.name, " has ", tensor.bytes->size(),
+      return absl::InvalidArgumentError(absl::StrCat(tensor.name, " has ", tensor.bytes.size(),
                                                      " bytes; a ", DTypeName(dtype), " ", layout,
                                                      " tensor has ", tensor.expected));
     }

@@ -51,9 +51,9 @@ AttendStreamCall::AttendStreamCall(std::unique_ptr<grpc::ClientContext> context,
       return_lse_(return_lse) {}
 
 void AttendStreamCall::WriteNext() {
-  const std::string* tensors[] = {&inputs_->q, &inputs_->k, &inputs_->v};
+  const absl::string_view tensors[] = {inputs_->QData(), inputs_->KData(), inputs_->VData()};
   while (tensor_index_ < 3 &&
-         tensor_offset_ >= static_cast<int64_t>(tensors[tensor_index_]->size())) {
+         tensor_offset_ >= static_cast<int64_t>(tensors[tensor_index_].size())) {
     ++tensor_index_;
     tensor_offset_ = 0;
   }
@@ -62,7 +62,7 @@ void AttendStreamCall::WriteNext() {
     return;
   }
   const int64_t marshal_start = MonotonicNanos();
-  const std::string& tensor = *tensors[tensor_index_];
+  const absl::string_view tensor = tensors[tensor_index_];
   const int64_t size =
       std::min<int64_t>(chunk_bytes_, static_cast<int64_t>(tensor.size()) - tensor_offset_);
   pb::TensorChunk* chunk = write_msg_.mutable_chunk();

@@ -37,7 +37,7 @@ void ReleaseInputs(void* keepalive) {
   delete static_cast<std::shared_ptr<const AttentionInputs>*>(keepalive);
 }
 
-grpc::Slice BorrowedSlice(const std::string& bytes,
+grpc::Slice BorrowedSlice(absl::string_view bytes,
                           const std::shared_ptr<const AttentionInputs>& owner) {
   // gRPC never writes through a slice it sends; the cast only satisfies the
   // constructor's signature.
@@ -155,14 +155,14 @@ grpc::ByteBuffer EncodeAttendRequest(const pb::AttendRequest& header,
   // and v empty (proto3 omits empty bytes), so appending them is equivalent
   // to serialising the full message.
   std::string head = header.SerializeAsString();
-  head += FieldPrefix(kFieldQ, inputs->q.size());
+  head += FieldPrefix(kFieldQ, inputs->QData().size());
   const grpc::Slice slices[] = {
       grpc::Slice(head),
-      BorrowedSlice(inputs->q, inputs),
-      grpc::Slice(FieldPrefix(kFieldK, inputs->k.size())),
-      BorrowedSlice(inputs->k, inputs),
-      grpc::Slice(FieldPrefix(kFieldV, inputs->v.size())),
-      BorrowedSlice(inputs->v, inputs),
+      BorrowedSlice(inputs->QData(), inputs),
+      grpc::Slice(FieldPrefix(kFieldK, inputs->KData().size())),
+      BorrowedSlice(inputs->KData(), inputs),
+      grpc::Slice(FieldPrefix(kFieldV, inputs->VData().size())),
+      BorrowedSlice(inputs->VData(), inputs),
   };
   return grpc::ByteBuffer(slices, sizeof(slices) / sizeof(slices[0]));
 }

@@ -16,9 +16,9 @@ The library is looked up, first found wins (library_candidates):
 Copies per attend call: none of the tensors on the Python side (q, k, v are
 passed as pointers to the caller's arrays when they are contiguous 16-bit
 arrays, and the C library writes O and the LSE into arrays allocated here).
-In C++, each input is copied once into the request the C++ client sends
-from, and the output once from the parsed response into our array
-(attn/client/c_api.h).
+In C++, the inputs are sent from the caller's arrays as they are (borrowed,
+not copied), and the output is copied once from the parsed response into
+our array (attn/client/c_api.h).
 """
 
 import ctypes

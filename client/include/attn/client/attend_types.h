@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "attn/dtype.h"
 #include "attn/problem.h"
@@ -53,6 +54,16 @@ struct AttentionInputs {
   std::string q;
   std::string k;
   std::string v;
+  // Instead of q, k, v (left empty): tensors the caller owns, read in place
+  // and sent without a copy. The caller keeps them alive and unchanged until
+  // the call is over (Attend has returned; for AttendAsync, until `inputs`
+  // is released). The C ABI and so the Python client pass NumPy arrays so.
+  absl::string_view borrowed_q, borrowed_k, borrowed_v;
+
+  // The tensors' bytes: the borrowed ones when set, else q, k, v.
+  absl::string_view QData() const { return borrowed_q.data() != nullptr ? borrowed_q : q; }
+  absl::string_view KData() const { return borrowed_k.data() != nullptr ? borrowed_k : k; }
+  absl::string_view VData() const { return borrowed_v.data() != nullptr ? borrowed_v : v; }
 
   bool varlen() const { return !cu_seqlens_q.empty() || !cu_seqlens_k.empty(); }
   // The resolved K/V dimensions (and, with varlen, the longest sequences).

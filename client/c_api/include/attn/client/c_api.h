@@ -19,10 +19,11 @@
  * except attn_client_close, which must come after every other call on it
  * has returned.
  *
- * Copies: the inputs are read from the caller's memory and copied once into
- * the C++ client's request (attn::AttentionInputs owns its tensors); gRPC
- * then sends from that copy without another. The output (and LSE) is copied
- * once from the parsed response into the caller's `out` (and `lse`).
+ * Copies: none of the inputs. They are read in place from the caller's
+ * memory (attn::AttentionInputs::borrowed_*) and gRPC sends from there; the
+ * call returns only once gRPC holds no reference to them. The output (and
+ * LSE) is copied once from the parsed response into the caller's `out` (and
+ * `lse`).
  */
 #ifndef ATTN_CLIENT_C_API_H_
 #define ATTN_CLIENT_C_API_H_
@@ -82,7 +83,7 @@ ATTN_CLIENT_C_API int attn_client_connect(const attn_client_options_t* options,
 ATTN_CLIENT_C_API void attn_client_close(attn_client_t* client);
 
 /* Where one call's time went, in nanoseconds (attn::ServerTiming and
- * attn::ClientTiming). marshal_ns includes this library's copy of the inputs,
+ * attn::ClientTiming). marshal_ns includes this library's setup of the inputs,
  * unmarshal_ns its copy of the output into the caller's buffers, and
  * round_trip_ns is the whole attn_client_attend call. Strings are
  * NUL-terminated, truncated to their arrays. */
