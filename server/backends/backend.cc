@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "backends/cpu_executor.h"
 #include "backends/cuda_executor.h"
+#include "backends/output_poison.h"
 #include "backends/transport_only_executor.h"
 #include "observability/log.h"
 #include "status_util.h"
@@ -87,7 +88,7 @@ absl::StatusOr<BackendSetup> CreateTransportOnlyBackend(const ServerOptions& opt
   // The largest output; an LSE (4 bytes per row of at least one 16-bit
   // element per head_dim >= 8 elements) is always smaller.
   auto nan_bytes = std::make_shared<const std::string>(
-      static_cast<size_t>(options.limits.MaxTensorBytes()), '\xff');
+      static_cast<size_t>(options.limits.MaxTensorBytes()), static_cast<char>(kOutputPoisonByte));
   for (int i = 0; i < kTransportOnlyWorkers; ++i) {
     setup.executors.push_back(std::make_unique<TransportOnlyExecutor>(i, nan_bytes));
   }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "backends/cuda_memory.h"
+#include "backends/output_poison.h"
 #include "backends/parallel_copier.h"
 #include "backends/pinned_output_pool.h"
 #include "observability/log.h"
@@ -19,10 +20,6 @@
 namespace attn::server {
 namespace {
 
-// Every bit set: NaN in fp16, bf16 and float32. O and the LSE are filled
-// with it before each kernel, so an element a kernel fails to write comes
-// back as NaN instead of the previous request's value.
-constexpr int kPoisonByte = 0xff;
 
 int64_t EventNanos(cudaEvent_t from, cudaEvent_t to, int device, absl::Status* status) {
   float ms = 0.0f;
@@ -284,9 +281,9 @@ class CudaExecutor : public Executor {
           cudaMemcpyAsync(d_cu_k_.get(), StagedCu(1), t.cu, cudaMemcpyHostToDevice, stream),
           ordinal_);
     }
-    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_out_.get(), kPoisonByte, t.q, stream), ordinal_);
+    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_out_.get(), kOutputPoisonByte, t.q, stream), ordinal_);
     if (t.lse > 0) {
-      CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_lse_.get(), kPoisonByte, t.lse, stream), ordinal_);
+      CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_lse_.get(), kOutputPoisonByte, t.lse, stream), ordinal_);
     }
     CUDA_RETURN_IF_ERROR(cudaEventRecord(h2d_done_.get(), stream), ordinal_);
 

@@ -3,12 +3,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "backends/output_poison.h"
 
 namespace attn::server {
 namespace {
 
-// Every bit set: NaN in fp16, bf16 and float32 (as the CUDA executor's poison).
-constexpr char kNaNByte = '\xff';
+constexpr char kNaNByte = static_cast<char>(kOutputPoisonByte);
 
 // A prefix of the shared NaN bytes, lent as a job's O and LSE.
 class NaNOutput : public OutputBuffer {
