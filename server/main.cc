@@ -26,6 +26,15 @@ using attn::server::LogLevel;
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "HOST:PORT to listen on; containers use 0.0.0.0:50051. Port 0 picks a free port "
           "(see --port_file).");
+ABSL_FLAG(std::string, listen_unix, "",
+          "Also listen on this unix-domain socket path (clients dial unix:PATH), for same-host "
+          "clients; empty = no unix socket.");
+ABSL_FLAG(bool, allow_shared_memory, false,
+          "Let same-host clients pass tensors in shared-memory regions (POSIX shm, and CUDA IPC "
+          "on the CUDA backend) instead of messages: HoldRegions/RegisterRegion in "
+          "attention.proto. Callers must be on a unix socket or loopback.");
+ABSL_FLAG(int, max_regions_per_lease, attn::server::ServerOptions{}.max_regions_per_lease,
+          "Shared-memory regions one client lease may hold at once.");
 ABSL_FLAG(std::string, port_file, "",
           "If set, write the bound port number and a newline to this file once the server "
           "reports SERVING.");
@@ -151,6 +160,9 @@ bool ParseDevices(const std::string& text, std::vector<int>* devices, std::strin
 // Flags to options; false (with `error`) for values no server can run with.
 bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) {
   options->listen = absl::GetFlag(FLAGS_listen);
+  options->listen_unix = absl::GetFlag(FLAGS_listen_unix);
+  options->allow_shared_memory = absl::GetFlag(FLAGS_allow_shared_memory);
+  options->max_regions_per_lease = absl::GetFlag(FLAGS_max_regions_per_lease);
   options->port_file = absl::GetFlag(FLAGS_port_file);
   options->backend = absl::GetFlag(FLAGS_backend);
   if (!ParseDevices(absl::GetFlag(FLAGS_devices), &options->devices, error)) return false;
@@ -197,6 +209,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
       {"--max_admitted_bytes", options->limits.max_admitted_bytes, 0, int64_t{1} << 44},
       {"--max_concurrent_streams", options->max_concurrent_streams, 1, 1 << 20},
       {"--streams_per_device", options->streams_per_device, 1, 16},
+      {"--max_regions_per_lease", options->max_regions_per_lease, 1, 1 << 16},
       {"--cpu_threads", options->cpu_threads, 0, 1024},
       {"--copy_threads", options->copy_threads, 0, 64},
       {"--cpu_workers", options->cpu_workers, 1, 1024},

@@ -57,6 +57,12 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const ServerOptions& op
                                : std::move(setup.backend_name);
   runtime->scheduler_ = std::make_unique<Scheduler>(
       std::move(setup.executors), options.limits.queue_capacity, std::move(on_all_failed));
+  runtime->region_backend_ = setup.region_backend != nullptr
+                                 ? std::move(setup.region_backend)
+                                 : std::make_unique<HostRegionBackend>();
+  if (options.allow_shared_memory) {
+    runtime->regions_ = std::make_unique<RegionRegistry>(options.max_regions_per_lease);
+  }
   return runtime;
 }
 
@@ -109,6 +115,11 @@ void Runtime::FillServerInfo(pb::ServerInfo* info) const {
   limits->set_stream_idle_timeout_s(absl::ToDoubleSeconds(options_.stream_idle_timeout));
   limits->set_stream_upload_timeout_s(absl::ToDoubleSeconds(options_.stream_upload_timeout));
   limits->set_max_concurrent_streams(options_.max_concurrent_streams);
+  pb::SharedMemoryInfo* shm = info->mutable_shared_memory();
+  shm->set_enabled(regions_ != nullptr);
+  shm->set_cuda_regions(regions_ != nullptr && region_backend_->cuda_regions());
+  shm->set_max_regions_per_lease(options_.max_regions_per_lease);
+  shm->set_alignment_bytes(kRegionAlignment);
   info->set_default_kernel(catalog_.default_kernel().info().name);
   info->add_dtypes(pb::DTYPE_FLOAT16);
   info->add_dtypes(pb::DTYPE_BFLOAT16);
@@ -178,6 +189,7 @@ void Runtime::FillStats(pb::ServerStats* stats) const {
   stats_.Fill(load.queued + load.running, load.queued, stats);
   stats->set_stream_buffer_bytes(load.stream_buffer_bytes);
   stats->set_admitted_bytes(load.admitted_bytes);
+  stats->set_regions(regions_ != nullptr ? regions_->regions() : 0);
 }
 
 }  // namespace attn::server

@@ -23,6 +23,8 @@
 #include "observability/load_snapshot.h"
 #include "observability/metrics_sink.h"
 #include "observability/stats.h"
+#include "regions/region_backend.h"
+#include "regions/region_registry.h"
 
 namespace attn::server {
 
@@ -42,6 +44,11 @@ class Runtime {
   // Bytes of every admitted call, unary and streamed (--max_admitted_bytes).
   ByteBudget& admitted_budget() { return admitted_budget_; }
   StreamWatchdog& stream_watchdog() { return stream_watchdog_; }
+  // Shared-memory regions; null unless --allow_shared_memory.
+  RegionRegistry* regions() { return regions_.get(); }
+  const RegionRegistry* regions() const { return regions_.get(); }
+  // How this backend maps region memory (page-locking, CUDA IPC).
+  RegionBackend& region_backend() { return *region_backend_; }
 
   // The server is cancelling the calls still in flight (its drain timeout
   // passed): a call cancelled from now on was ended by the server.
@@ -87,6 +94,9 @@ class Runtime {
   std::atomic<MetricsSink*> metrics_sink_{nullptr};
   std::string id_prefix_;
   std::atomic<uint64_t> next_id_{1};
+  // Last, so regions are unmapped before the executors and devices go.
+  std::unique_ptr<RegionBackend> region_backend_;
+  std::unique_ptr<RegionRegistry> regions_;
 };
 
 }  // namespace attn::server

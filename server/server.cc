@@ -130,6 +130,13 @@ absl::StatusOr<std::unique_ptr<AttentionServer>> AttentionServer::Create(
   builder.RegisterService(server->service_.get());
   if (!options.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   builder.AddListeningPort(options.listen, security.credentials, &server->port_);
+  int unix_bound = 0;
+  if (!options.listen_unix.empty()) {
+    // Same host only: tokens work without TLS here (server_credentials.h).
+    ASSIGN_OR_RETURN(ServerSecurity unix_security,
+                     MakeServerSecurity("unix:" + options.listen_unix, options.security));
+    builder.AddListeningPort("unix:" + options.listen_unix, unix_security.credentials, &unix_bound);
+  }
   const int max_message = static_cast<int>(options.limits.max_message_bytes);
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
@@ -150,9 +157,14 @@ absl::StatusOr<std::unique_ptr<AttentionServer>> AttentionServer::Create(
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen,
                                                " (--listen): address in use or invalid"));
   }
+  if (!options.listen_unix.empty() && unix_bound == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on unix:", options.listen_unix,
+                                               " (--listen_unix): not a usable socket path"));
+  }
   // The default health service starts out SERVING; say otherwise until Start.
   server->SetServing(false);
   server->address_ = WithPort(options.listen, server->port_);
+  if (!options.listen_unix.empty()) LOGF(kInfo, "also listening on unix:%s", options.listen_unix);
   return server;
 }
 

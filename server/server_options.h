@@ -94,6 +94,10 @@ struct SecurityOptions {
 struct ServerOptions {
   // HOST:PORT to listen on; port 0 picks a free port (see port_file).
   std::string listen = "127.0.0.1:50051";
+  // Also listen on this unix-domain socket path (same-host clients: no TCP
+  // stack, and where shared-memory regions are meant to be used); empty:
+  // none. Security as for `listen` on a unix socket (tokens need no TLS).
+  std::string listen_unix;
   // When set, the bound port number and a newline are written here (through
   // a temporary file and rename, so readers never see half a number) once
   // the server reports SERVING.
@@ -152,6 +156,11 @@ struct ServerOptions {
   bool reflection = true;
 
   SecurityOptions security;
+  // Same-host shared memory (HoldRegions in attention.proto): tensors in
+  // POSIX shared-memory objects or the client's CUDA memory instead of
+  // messages. Off by default; callers must be on this host.
+  bool allow_shared_memory = false;
+  int max_regions_per_lease = 64;
   // Prometheus metrics (server/METRICS.md): GET /metrics over plain HTTP on
   // metrics_address:metrics_port; 0 = no metrics endpoint. An empty
   // metrics_address means the host of `listen`.

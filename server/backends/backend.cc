@@ -73,6 +73,7 @@ absl::StatusOr<BackendSetup> CreateCudaBackend(const ServerOptions& options, std
   cuda.warmup_kernel = &setup.catalog.default_kernel();
   cuda.copy_threads = options.copy_threads;
   ASSIGN_OR_RETURN(setup.executors, CreateCudaExecutors(cuda));
+  setup.region_backend = CreateCudaRegionBackend();
   setup.choice_reason = std::move(reason);
   return setup;
 }

@@ -21,6 +21,7 @@
 #include "attn/device.h"
 #include "backends/executor.h"
 #include "backends/kernel_catalog.h"
+#include "regions/region_backend.h"
 #include "server_options.h"
 
 namespace attn::server {
@@ -32,6 +33,8 @@ struct BackendSetup {
   std::string choice_reason;  // why this backend, for the start-up log
   // What ServerInfo and responses call the backend; empty: the catalog's.
   std::string backend_name;
+  // How region memory is mapped for these executors; null: host only.
+  std::unique_ptr<RegionBackend> region_backend;
 };
 
 absl::StatusOr<BackendSetup> CreateBackend(const ServerOptions& options);

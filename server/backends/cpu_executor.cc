@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -9,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "attn/attention.h"
 #include "attn/cpu_reference.h"
+#include "backends/output_poison.h"
 
 namespace attn::server {
 
@@ -24,13 +26,37 @@ absl::Status CpuExecutor::Run(Job& job) {
         "CpuExecutor given kernel '", spec.kernel == nullptr ? "(none)" : spec.kernel_info().name,
         "' of another backend"));
   }
-  job.out->resize(static_cast<size_t>(spec.QBytes()));
+  for (const TensorBytes* input : {&job.q, &job.k, &job.v}) {
+    if (input->on_device()) {
+      return absl::InternalError("CpuExecutor given a tensor in a CUDA region");
+    }
+  }
+  if (job.out_place.path == TensorPath::kCudaRegion ||
+      job.lse_place.path == TensorPath::kCudaRegion) {
+    return absl::InternalError("CpuExecutor given an output in a CUDA region");
+  }
+  // O goes to the request's region when it named one (poisoned first, so
+  // rows the kernel failed to write cannot pass for results), else into the
+  // response.
+  char* out = nullptr;
+  if (job.out_place.in_region()) {
+    out = job.out_place.data;
+    std::memset(out, kOutputPoisonByte, static_cast<size_t>(spec.QBytes()));
+  } else {
+    job.out->resize(static_cast<size_t>(spec.QBytes()));
+    out = job.out->data();
+  }
   float* lse = nullptr;
   if (spec.problem.return_lse) {
-    if (job.lse == nullptr) return absl::InternalError("return_lse is set but the job has no lse");
     // float32 in host (little-endian) order, as the wire wants it.
-    job.lse->resize(static_cast<size_t>(spec.LseBytes()));
-    lse = reinterpret_cast<float*>(job.lse->data());
+    if (job.lse_place.in_region()) {
+      std::memset(job.lse_place.data, kOutputPoisonByte, static_cast<size_t>(spec.LseBytes()));
+      lse = reinterpret_cast<float*>(job.lse_place.data);
+    } else {
+      if (job.lse == nullptr) return absl::InternalError("return_lse is set but the job has no lse");
+      job.lse->resize(static_cast<size_t>(spec.LseBytes()));
+      lse = reinterpret_cast<float*>(job.lse->data());
+    }
   }
   // The CPU kernel reads whole, aligned arrays: tensors that arrived in
   // several slices, or at an odd offset, are gathered first (the CUDA
@@ -40,7 +66,7 @@ absl::Status CpuExecutor::Run(Job& job) {
   const AttentionArgs args = spec.Args(job.q.Contiguous(&q_scratch, kAlignment).data(),
                                        job.k.Contiguous(&k_scratch, kAlignment).data(),
                                        job.v.Contiguous(&v_scratch, kAlignment).data(),
-                                       job.out->data(), lse);
+                                       out, lse);
   // The front end checked the problem; this checks the arguments (host
   // pointers, the host cu_seqlens) by the kernel's own rules.
   if (absl::Status valid = ValidateArgs(args, spec.kernel_info()); !valid.ok()) return valid;

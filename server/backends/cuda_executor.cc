@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -190,27 +191,37 @@ class CudaExecutor : public Executor {
     RETURN_IF_ERROR(BindToThread());
     job.device = name_;
 
-    // Stage Q, K, V (and the offsets) into pinned memory so the copies
-    // below are truly async.
+    // Stage the inline tensors Q, K, V (and the offsets) into pinned memory
+    // so the copies below are truly async. Tensors in system regions are
+    // page-locked already and copied from there; those in CUDA regions are
+    // read by the kernel in place.
     const absl::Time stage_start = absl::Now();
     char* staged = static_cast<char*>(h_in_.get());
-    copier_->Copy({{&job.q, staged + kInQ * sizes_.tensor},
-                   {&job.k, staged + kInK * sizes_.tensor},
-                   {&job.v, staged + kInV * sizes_.tensor}});
+    std::vector<ParallelCopier::Task> staging;
+    const TensorBytes* inputs[3] = {&job.q, &job.k, &job.v};
+    for (int i = 0; i < 3; ++i) {
+      if (inputs[i]->path() == TensorPath::kInline) {
+        staging.push_back({inputs[i], staged + i * sizes_.tensor});
+      }
+    }
+    if (!staging.empty()) copier_->Copy(staging);
     if (t.cu > 0) {
       std::memcpy(StagedCu(0), spec.cu_seqlens_q.data(), t.cu);
       std::memcpy(StagedCu(1), spec.cu_seqlens_k.data(), t.cu);
     }
     const int64_t stage_ns = ToNanos(absl::Now() - stage_start);
 
-    // O (and the LSE) go to a buffer the response is sent from when one is
-    // free, else to this executor's own staging, copied out below.
+    // O (and the LSE) go to the request's regions when it named them, else
+    // to a buffer the response is sent from when one is free, else to this
+    // executor's own staging, copied out below.
+    const bool outputs_inline = !job.out_place.in_region() && !job.lse_place.in_region();
     std::unique_ptr<PinnedOutputPool::Lent> lent =
-        job.takes_output_buffer ? lent_out_->Take() : nullptr;
+        job.takes_output_buffer && outputs_inline ? lent_out_->Take() : nullptr;
     char* out_host = lent != nullptr ? lent->data() : static_cast<char*>(h_out_.get());
+    Placement place = Place(job, out_host);
 
     // Enqueue copy-in, poison, kernel, copy-out, with events between them.
-    absl::Status status = Enqueue(spec, t, out_host);
+    absl::Status status = Enqueue(spec, t, place);
     // Whatever was enqueued must finish before the buffers are reused, even
     // when a later step failed to enqueue.
     const cudaError_t synced = cudaEventSynchronize(d2h_done_.get());
@@ -232,8 +243,10 @@ class CudaExecutor : public Executor {
                       static_cast<size_t>(t.lse));
       job.output = std::move(lent);
     } else {
-      job.out->assign(out_host, static_cast<size_t>(t.q));
-      if (job.lse != nullptr) job.lse->assign(out_host + sizes_.tensor, static_cast<size_t>(t.lse));
+      if (!job.out_place.in_region()) job.out->assign(out_host, static_cast<size_t>(t.q));
+      if (job.lse != nullptr && !job.lse_place.in_region()) {
+        job.lse->assign(out_host + sizes_.tensor, static_cast<size_t>(t.lse));
+      }
     }
     const int64_t unstage_ns = ToNanos(absl::Now() - unstage_start);
 
@@ -241,6 +254,76 @@ class CudaExecutor : public Executor {
     job.times.kernel_ns = kernel_ns;
     job.times.d2h_ns = d2h_ns + unstage_ns;
     return absl::OkStatus();
+  }
+
+  // Where one request's tensors are for the kernel, and the copies that
+  // bring them there and back.
+  struct Placement {
+    // What the kernel reads and writes (device memory).
+    const void* q = nullptr;
+    const void* k = nullptr;
+    const void* v = nullptr;
+    void* out = nullptr;
+    float* lse = nullptr;  // null unless the problem returns it
+    // Host sources of the H2D copies (null: no copy, the kernel reads a
+    // CUDA region in place) and destinations of the D2H copies (null: the
+    // kernel wrote a CUDA region in place).
+    const char* q_from = nullptr;
+    const char* k_from = nullptr;
+    const char* v_from = nullptr;
+    char* out_to = nullptr;
+    char* lse_to = nullptr;
+  };
+
+  // Inline inputs come from staging, system-region ones from the region;
+  // both go to this executor's device buffers. CUDA-region tensors are used
+  // where they are. Outputs: into the device buffers and then to a system
+  // region or `out_host`; or straight into a CUDA region.
+  Placement Place(const Job& job, char* out_host) const {
+    const char* staged = static_cast<const char*>(h_in_.get());
+    Placement p;
+    const TensorBytes* inputs[3] = {&job.q, &job.k, &job.v};
+    const void** device[3] = {&p.q, &p.k, &p.v};
+    const char** from[3] = {&p.q_from, &p.k_from, &p.v_from};
+    void* buffers[3] = {d_q_.get(), d_k_.get(), d_v_.get()};
+    for (int i = 0; i < 3; ++i) {
+      switch (inputs[i]->path()) {
+        case TensorPath::kInline:
+          *device[i] = buffers[i];
+          *from[i] = staged + i * sizes_.tensor;
+          break;
+        case TensorPath::kSystemRegion:
+          *device[i] = buffers[i];
+          *from[i] = inputs[i]->data();
+          break;
+        case TensorPath::kCudaRegion:
+          *device[i] = inputs[i]->data();
+          break;
+      }
+    }
+    auto place_output = [](const OutputPlace& place, void* buffer, char* host, void** device,
+                           char** to) {
+      switch (place.path) {
+        case TensorPath::kInline:
+          *device = buffer;
+          *to = host;
+          break;
+        case TensorPath::kSystemRegion:
+          *device = buffer;
+          *to = place.data;
+          break;
+        case TensorPath::kCudaRegion:
+          *device = place.data;
+          break;
+      }
+    };
+    place_output(job.out_place, d_out_.get(), out_host, &p.out, &p.out_to);
+    if (job.spec.problem.return_lse) {
+      void* lse = nullptr;
+      place_output(job.lse_place, d_lse_.get(), out_host + sizes_.tensor, &lse, &p.lse_to);
+      p.lse = static_cast<float*>(lse);
+    }
+    return p;
   }
 
   CudaExecutor(const DeviceInfo& device, int stream_index, const BufferSizes& sizes,
@@ -253,26 +336,24 @@ class CudaExecutor : public Executor {
 
   // Pinned input layout: q, k, v at multiples of sizes_.tensor, then the
   // two cu_seqlens; output layout: o, then the LSE at sizes_.tensor.
-  static constexpr int64_t kInQ = 0, kInK = 1, kInV = 2;
   char* StagedCu(int which) const {
     return static_cast<char*>(h_in_.get()) + 3 * sizes_.tensor + which * sizes_.cu;
   }
 
-  // `out` (pinned, PinnedOut() bytes) receives O at 0 and the LSE at
-  // sizes_.tensor.
-  absl::Status Enqueue(const RequestSpec& spec, const Transfer& t, char* out) {
+  absl::Status Enqueue(const RequestSpec& spec, const Transfer& t, const Placement& p) {
     cudaStream_t stream = stream_.get();
-    const char* staged = static_cast<const char*>(h_in_.get());
     CUDA_RETURN_IF_ERROR(cudaEventRecord(start_.get(), stream), ordinal_);
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_q_.get(), staged + kInQ * sizes_.tensor, t.q,
-                                         cudaMemcpyHostToDevice, stream),
-                         ordinal_);
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_k_.get(), staged + kInK * sizes_.tensor, t.kv,
-                                         cudaMemcpyHostToDevice, stream),
-                         ordinal_);
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_v_.get(), staged + kInV * sizes_.tensor, t.kv,
-                                         cudaMemcpyHostToDevice, stream),
-                         ordinal_);
+    const struct {
+      const void* to;
+      const char* from;
+      int64_t bytes;
+    } copies_in[] = {{p.q, p.q_from, t.q}, {p.k, p.k_from, t.kv}, {p.v, p.v_from, t.kv}};
+    for (const auto& c : copies_in) {
+      if (c.from == nullptr) continue;  // in a CUDA region: read in place
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<void*>(c.to), c.from, c.bytes,
+                                           cudaMemcpyHostToDevice, stream),
+                           ordinal_);
+    }
     if (t.cu > 0) {
       CUDA_RETURN_IF_ERROR(
           cudaMemcpyAsync(d_cu_q_.get(), StagedCu(0), t.cu, cudaMemcpyHostToDevice, stream),
@@ -281,27 +362,29 @@ class CudaExecutor : public Executor {
           cudaMemcpyAsync(d_cu_k_.get(), StagedCu(1), t.cu, cudaMemcpyHostToDevice, stream),
           ordinal_);
     }
-    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_out_.get(), kOutputPoisonByte, t.q, stream), ordinal_);
+    // Poisoned where the kernel writes (this executor's buffers or a CUDA
+    // region), so rows it fails to write read as NaN, never as stale data.
+    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p.out, kOutputPoisonByte, t.q, stream), ordinal_);
     if (t.lse > 0) {
-      CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_lse_.get(), kOutputPoisonByte, t.lse, stream), ordinal_);
+      CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p.lse, kOutputPoisonByte, t.lse, stream), ordinal_);
     }
     CUDA_RETURN_IF_ERROR(cudaEventRecord(h2d_done_.get(), stream), ordinal_);
 
-    AttentionArgs args = AttentionArgs::Contiguous(
-        spec.problem, spec.dtype, d_q_.get(), d_k_.get(), d_v_.get(), d_out_.get(),
-        spec.problem.return_lse ? static_cast<float*>(d_lse_.get()) : nullptr);
+    AttentionArgs args =
+        AttentionArgs::Contiguous(spec.problem, spec.dtype, p.q, p.k, p.v, p.out, p.lse);
     if (spec.problem.varlen) {
       args.cu_seqlens_q = static_cast<const int32_t*>(d_cu_q_.get());
       args.cu_seqlens_k = static_cast<const int32_t*>(d_cu_k_.get());
     }
     RETURN_IF_ERROR(spec.kernel->Run(args, stream));
     CUDA_RETURN_IF_ERROR(cudaEventRecord(kernel_done_.get(), stream), ordinal_);
-    CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(out, d_out_.get(), t.q, cudaMemcpyDeviceToHost, stream), ordinal_);
-    if (t.lse > 0) {
-      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out + sizes_.tensor, d_lse_.get(), t.lse,
-                                           cudaMemcpyDeviceToHost, stream),
-                           ordinal_);
+    if (p.out_to != nullptr) {
+      CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(p.out_to, p.out, t.q, cudaMemcpyDeviceToHost, stream), ordinal_);
+    }
+    if (t.lse > 0 && p.lse_to != nullptr) {
+      CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(p.lse_to, p.lse, t.lse, cudaMemcpyDeviceToHost, stream), ordinal_);
     }
     CUDA_RETURN_IF_ERROR(cudaEventRecord(d2h_done_.get(), stream), ordinal_);
     return absl::OkStatus();

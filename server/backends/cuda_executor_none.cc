@@ -1,5 +1,6 @@
 // The CUDA backend of a build without CUDA: there is none.
 #include "backends/cuda_executor.h"
+#include "regions/region_backend.h"
 
 namespace attn::server {
 
@@ -11,5 +12,9 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
 }
 
 std::string CudaVersionString() { return "no CUDA"; }
+
+std::unique_ptr<RegionBackend> CreateCudaRegionBackend() {
+  return std::make_unique<HostRegionBackend>();
+}
 
 }  // namespace attn::server

@@ -1,5 +1,6 @@
 #include "backends/transport_only_executor.h"
 
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,12 +33,24 @@ TransportOnlyExecutor::TransportOnlyExecutor(int index,
 
 absl::Status TransportOnlyExecutor::Run(Job& job) {
   const size_t out = static_cast<size_t>(job.spec.QBytes());
-  const size_t lse = job.lse != nullptr ? static_cast<size_t>(job.spec.LseBytes()) : 0;
-  if (job.takes_output_buffer && out <= nan_bytes_->size() && lse <= nan_bytes_->size()) {
+  const size_t lse = job.spec.problem.return_lse ? static_cast<size_t>(job.spec.LseBytes()) : 0;
+  // Outputs in system regions get NaN there (CUDA regions are refused at
+  // registration on this backend); the rest go into the response.
+  const bool in_region = job.out_place.in_region() || job.lse_place.in_region();
+  if (job.takes_output_buffer && !in_region && out <= nan_bytes_->size() &&
+      lse <= nan_bytes_->size()) {
     job.output = std::make_unique<NaNOutput>(nan_bytes_, out, lse);
   } else {
-    job.out->assign(out, kNaNByte);
-    if (job.lse != nullptr) job.lse->assign(lse, kNaNByte);
+    if (job.out_place.in_region()) {
+      std::memset(job.out_place.data, kNaNByte, out);
+    } else {
+      job.out->assign(out, kNaNByte);
+    }
+    if (job.lse_place.in_region()) {
+      std::memset(job.lse_place.data, kNaNByte, lse);
+    } else if (job.lse != nullptr) {
+      job.lse->assign(lse, kNaNByte);
+    }
   }
   job.device = name_;
   return absl::OkStatus();

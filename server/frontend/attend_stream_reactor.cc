@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "observability/request_log.h"
 #include "status_util.h"
+#include "frontend/region_refs.h"
 #include "frontend/tensor_codec.h"
 
 namespace attn::server {
@@ -148,6 +149,11 @@ absl::Status AttendStreamReactor::OnHeader(const pb::AttendRequest& header, Fail
       (spec.ok() && !header.request_id().empty()) ? header.request_id() : runtime_->NextRequestId();
   if (!spec.ok()) return spec.status();
   spec->request_id = request_id_;
+  if (HasRegionRefs(header)) {
+    return absl::InvalidArgumentError(
+        "AttendStream takes no region references (q_ref ... lse_ref); tensors in shared-memory "
+        "regions need no stream: use Attend");
+  }
   const std::string* inline_tensors[3] = {&header.q(), &header.k(), &header.v()};
   for (int i = 0; i < 3; ++i) {
     if (!inline_tensors[i]->empty()) {

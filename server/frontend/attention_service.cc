@@ -10,6 +10,8 @@
 #include "grpcpp/support/proto_buffer_writer.h"
 #include "frontend/attend_request_reader.h"
 #include "frontend/attend_stream_reactor.h"
+#include "frontend/region_refs.h"
+#include "frontend/region_service.h"
 #include "frontend/response_writer.h"
 #include "observability/request_log.h"
 #include "status_util.h"
@@ -66,9 +68,10 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
     // they are freed as soon as the executor has copied the tensors.
     const_cast<grpc::ByteBuffer*>(request_bytes_)->Clear();
     const std::string& id = reader_.header().request_id();
+    const std::array<int64_t, 3> inline_bytes = {reader_.q().size(), reader_.k().size(),
+                                                 reader_.v().size()};
     absl::StatusOr<RequestSpec> spec = DecodeAttendRequest(
-        reader_.header(), {reader_.q().size(), reader_.k().size(), reader_.v().size()},
-        runtime_->limits(), runtime_->catalog());
+        reader_.header(), inline_bytes, runtime_->limits(), runtime_->catalog());
     // An invalid id is not logged as is; a valid one is echoed.
     request_id_ = (spec.ok() && !id.empty()) ? id : runtime_->NextRequestId();
     if (!spec.ok()) {
@@ -76,9 +79,22 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
       return;
     }
     spec->request_id = request_id_;
-    // Inputs and outputs count against the server-wide admitted bytes until
-    // the response has been sent.
-    const int64_t call_bytes = spec->InputBytes() + spec->OutputBytes();
+    auto job = std::make_unique<Job>();
+    job->q = reader_.q();
+    job->k = reader_.k();
+    job->v = reader_.v();
+    // Tensors in shared-memory regions: the job reads and writes them there,
+    // and this call holds the regions until its job is done.
+    if (absl::Status refs = ResolveRegionRefs(reader_.header(), inline_bytes, runtime_->regions(),
+                                              &*spec, job.get(), &regions_);
+        !refs.ok()) {
+      Fail(refs, FailureKind::kOther, &*spec);
+      return;
+    }
+    // Inputs and outputs in the messages count against the server-wide
+    // admitted bytes until the response has been sent (those in regions take
+    // no server memory).
+    const int64_t call_bytes = spec->InlineInputBytes() + spec->InlineOutputBytes();
     ByteBudget& admitted = runtime_->admitted_budget();
     if (!admitted.TryReserve(call_bytes)) {
       Fail(absl::ResourceExhaustedError(absl::StrFormat(
@@ -90,13 +106,10 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
     }
     admitted_reserved_ = call_bytes;
 
-    auto job = std::make_unique<Job>();
     job->spec = *std::move(spec);
-    job->q = reader_.q();
-    job->k = reader_.k();
-    job->v = reader_.v();
     job->out = response_->mutable_out();
-    job->takes_output_buffer = true;
+    // O is sent from an executor's buffer unless it goes to a region.
+    job->takes_output_buffer = !job->out_place.in_region();
     if (job->spec.problem.return_lse) job->lse = response_->mutable_lse();
     job->arrival = arrival_;
     job->deadline = absl::FromChrono(context_->deadline());
@@ -123,8 +136,10 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
       status = absl::CancelledError("the call was cancelled while its kernel ran");
     }
     // The executor has copied the inputs: their slices go back to gRPC now,
-    // not when the response has been sent.
+    // not when the response has been sent; and it has written its outputs,
+    // so the regions are free to be unregistered.
     reader_.Release();
+    regions_ = RegionHolds();
     if (!status.ok()) {
       FailEnded(status, &job->spec);
       return;
@@ -175,6 +190,7 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
   const grpc::ByteBuffer* const request_bytes_;
   grpc::ByteBuffer* const response_bytes_;
   AttendRequestReader reader_;
+  RegionHolds regions_;
   pb::AttendResponse response_message_;
   pb::AttendResponse* const response_;
   const absl::Time arrival_;
@@ -182,6 +198,13 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
   int64_t admitted_reserved_ = 0;
   std::atomic<bool> cancelled_{false};
 };
+
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
+                                    const grpc::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
+}
 
 // A streaming call refused before it began.
 class RefusedStreamReactor final
@@ -205,6 +228,44 @@ grpc::ServerUnaryReactor* AttentionService::Attend(grpc::CallbackServerContext* 
   auto* reactor = new AttendReactor(rt, &calls_, context, request, response);
   reactor->Start();
   return reactor;
+}
+
+grpc::ServerWriteReactor<pb::HoldRegionsResponse>* AttentionService::HoldRegions(
+    grpc::CallbackServerContext* context, const pb::HoldRegionsRequest*) {
+  Runtime* rt = runtime();
+  if (rt == nullptr) {
+    class Refused final : public grpc::ServerWriteReactor<pb::HoldRegionsResponse> {
+     public:
+      Refused() { Finish(Starting()); }
+      void OnDone() override { delete this; }
+    };
+    return new Refused();
+  }
+  return attn::server::HoldRegions(rt, context);
+}
+
+grpc::ServerUnaryReactor* AttentionService::RegisterRegion(
+    grpc::CallbackServerContext* context, const pb::RegisterRegionRequest* request,
+    pb::RegisterRegionResponse* response) {
+  Runtime* rt = runtime();
+  if (rt == nullptr) return FinishNow(context, Starting());
+  return attn::server::RegisterRegion(rt, context, request, response);
+}
+
+grpc::ServerUnaryReactor* AttentionService::UnregisterRegion(
+    grpc::CallbackServerContext* context, const pb::UnregisterRegionRequest* request,
+    pb::UnregisterRegionResponse*) {
+  Runtime* rt = runtime();
+  if (rt == nullptr) return FinishNow(context, Starting());
+  return attn::server::UnregisterRegion(rt, context, request);
+}
+
+grpc::ServerUnaryReactor* AttentionService::ListRegions(grpc::CallbackServerContext* context,
+                                                        const pb::ListRegionsRequest* request,
+                                                        pb::ListRegionsResponse* response) {
+  Runtime* rt = runtime();
+  if (rt == nullptr) return FinishNow(context, Starting());
+  return attn::server::ListRegions(rt, context, request, response);
 }
 
 grpc::ServerBidiReactor<pb::AttendStreamRequest, pb::AttendStreamResponse>*

@@ -47,6 +47,19 @@ class AttentionService final
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
                                      const attnserve::v1::GetStatsRequest* request,
                                      attnserve::v1::ServerStats* response) override;
+  // Shared-memory regions (frontend/region_service.h).
+  grpc::ServerWriteReactor<attnserve::v1::HoldRegionsResponse>* HoldRegions(
+      grpc::CallbackServerContext* context,
+      const attnserve::v1::HoldRegionsRequest* request) override;
+  grpc::ServerUnaryReactor* RegisterRegion(grpc::CallbackServerContext* context,
+                                           const attnserve::v1::RegisterRegionRequest* request,
+                                           attnserve::v1::RegisterRegionResponse* response) override;
+  grpc::ServerUnaryReactor* UnregisterRegion(
+      grpc::CallbackServerContext* context, const attnserve::v1::UnregisterRegionRequest* request,
+      attnserve::v1::UnregisterRegionResponse* response) override;
+  grpc::ServerUnaryReactor* ListRegions(grpc::CallbackServerContext* context,
+                                        const attnserve::v1::ListRegionsRequest* request,
+                                        attnserve::v1::ListRegionsResponse* response) override;
 
  private:
   Runtime* runtime() const { return runtime_.load(std::memory_order_acquire); }

@@ -272,7 +272,10 @@ absl::StatusOr<RequestSpec> DecodeAttendRequest(const pb::AttendRequest& header,
                                                 const Limits& limits,
                                                 const KernelCatalog& catalog) {
   ASSIGN_OR_RETURN(RequestSpec spec, DecodeRequestHeader(header, limits, catalog));
+  const bool by_reference[3] = {header.has_q_ref(), header.has_k_ref(), header.has_v_ref()};
   for (InputTensor t : {InputTensor::kQ, InputTensor::kK, InputTensor::kV}) {
+    // A tensor in a region is checked with its reference (region_refs.h).
+    if (by_reference[static_cast<int>(t)]) continue;
     RETURN_IF_ERROR(CheckTensorBytes(t, tensor_bytes[static_cast<int>(t)], spec));
   }
   return spec;
@@ -291,6 +294,18 @@ void ToProto(const AttentionProblem& problem, pb::TensorShape* proto) {
   // fields gets back exactly the shape it sent.
   proto->set_kv_seq_len(problem.seqlen_k != problem.seqlen_q ? problem.seqlen_k : 0);
   proto->set_kv_num_heads(problem.heads_kv != problem.heads_q ? problem.heads_kv : 0);
+}
+
+pb::TensorPath ToProto(TensorPath path) {
+  switch (path) {
+    case TensorPath::kInline:
+      return pb::TENSOR_PATH_INLINE;
+    case TensorPath::kSystemRegion:
+      return pb::TENSOR_PATH_SYSTEM_SHM;
+    case TensorPath::kCudaRegion:
+      return pb::TENSOR_PATH_CUDA_IPC;
+  }
+  return pb::TENSOR_PATH_UNSPECIFIED;
 }
 
 void ToProto(const PhaseTimes& times, pb::Timing* proto) {
@@ -314,7 +329,13 @@ void EncodeResponseHeader(const RequestSpec& spec, const PhaseTimes& times,
   response->set_request_id(spec.request_id);
   response->set_dtype(ToProto(spec.dtype));
   ToProto(spec.problem, response->mutable_shape());
-  ToProto(times, response->mutable_timing());
+  pb::Timing* timing = response->mutable_timing();
+  ToProto(times, timing);
+  timing->set_q_path(ToProto(spec.paths.q));
+  timing->set_k_path(ToProto(spec.paths.k));
+  timing->set_v_path(ToProto(spec.paths.v));
+  timing->set_out_path(ToProto(spec.paths.out));
+  if (spec.problem.return_lse) timing->set_lse_path(ToProto(spec.paths.lse));
   response->set_kernel(spec.kernel_info().name);
   response->set_backend(std::string(backend));
   response->set_device(std::string(device));

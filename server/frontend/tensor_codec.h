@@ -71,7 +71,8 @@ absl::StatusOr<RequestSpec> DecodeAttendRequest(const attnserve::v1::AttendReque
                                                 const Limits& limits, const KernelCatalog& catalog);
 // The same for a request whose tensors were read apart from its other fields
 // (AttendRequestReader): `header`'s own q, k and v are ignored; `tensor_bytes`
-// gives their sizes, in InputTensor order.
+// gives their sizes, in InputTensor order. A tensor the header references in
+// a region (q_ref, ...) is not checked here but by ResolveRegionRefs.
 absl::StatusOr<RequestSpec> DecodeAttendRequest(const attnserve::v1::AttendRequest& header,
                                                 const std::array<int64_t, 3>& tensor_bytes,
                                                 const Limits& limits, const KernelCatalog& catalog);
@@ -82,6 +83,7 @@ attnserve::v1::DType ToProto(DType dtype);
 // differ from seq_len and num_heads (0 = the same, as in requests).
 void ToProto(const AttentionProblem& problem, attnserve::v1::TensorShape* proto);
 void ToProto(const PhaseTimes& times, attnserve::v1::Timing* proto);
+attnserve::v1::TensorPath ToProto(TensorPath path);
 
 // spec.Flops() (4*D*Hq*visible query-key pairs; 4*B*H*S*S*D for
 // self-attention) / kernel time, in TFLOP/s; 0 when kernel_ns is 0.

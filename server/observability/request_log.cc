@@ -53,10 +53,16 @@ absl::Status AttributeEnd(const Runtime& runtime, const absl::Status& status,
 void RecordOutcome(Runtime& runtime, const RequestOutcome& o) {
   const bool ok = o.status.ok();
   const absl::StatusCode code = o.status.code();
-  const int64_t bytes_in = o.spec != nullptr ? o.spec->InputBytes() : 0;
-  const int64_t bytes_out = o.spec != nullptr ? o.spec->OutputBytes() : 0;
+  // Tensor bytes in the messages; those in regions are counted apart.
+  const int64_t bytes_in = o.spec != nullptr ? o.spec->InlineInputBytes() : 0;
+  const int64_t bytes_out = o.spec != nullptr ? o.spec->InlineOutputBytes() : 0;
   if (ok) {
-    runtime.stats().RecordSuccess(o.times, bytes_in, bytes_out);
+    Stats::TensorBytesMoved moved{bytes_in, bytes_out, 0, 0};
+    if (o.spec != nullptr) {
+      moved.region_in = o.spec->InputBytes() - bytes_in;
+      moved.region_out = o.spec->OutputBytes() - bytes_out;
+    }
+    runtime.stats().RecordSuccess(o.times, moved);
   } else {
     runtime.stats().RecordFailure(o.failure);
   }

@@ -15,10 +15,12 @@ int64_t Get(const std::atomic<int64_t>& counter) { return counter.load(std::memo
 
 Stats::Stats() : start_(absl::Now()) {}
 
-void Stats::RecordSuccess(const PhaseTimes& t, int64_t bytes_in, int64_t bytes_out) {
+void Stats::RecordSuccess(const PhaseTimes& t, const TensorBytesMoved& bytes) {
   Add(ok_, 1);
-  Add(bytes_in_, bytes_in);
-  Add(bytes_out_, bytes_out);
+  Add(bytes_in_, bytes.in);
+  Add(bytes_out_, bytes.out);
+  Add(region_bytes_in_, bytes.region_in);
+  Add(region_bytes_out_, bytes.region_out);
   Add(receive_ns_, t.receive_ns);
   Add(decode_ns_, t.decode_ns);
   Add(queue_ns_, t.queue_ns);
@@ -99,6 +101,8 @@ void Stats::Fill(int64_t in_flight, int64_t queued, attnserve::v1::ServerStats* 
   proto->set_queued(queued);
   proto->set_bytes_in(Get(bytes_in_));
   proto->set_bytes_out(Get(bytes_out_));
+  proto->set_region_bytes_in(Get(region_bytes_in_));
+  proto->set_region_bytes_out(Get(region_bytes_out_));
   attnserve::v1::Timing* sum = proto->mutable_cumulative();
   sum->set_receive_ns(Get(receive_ns_));
   sum->set_decode_ns(Get(decode_ns_));

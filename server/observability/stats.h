@@ -40,7 +40,12 @@ class Stats {
  public:
   Stats();
 
-  void RecordSuccess(const PhaseTimes& times, int64_t bytes_in, int64_t bytes_out);
+  // `bytes` of a successful request's tensors, inline and through regions.
+  struct TensorBytesMoved {
+    int64_t in = 0, out = 0;                // inline, in the messages
+    int64_t region_in = 0, region_out = 0;  // read from / written to regions
+  };
+  void RecordSuccess(const PhaseTimes& times, const TensorBytesMoved& bytes);
   void RecordFailure(FailureKind kind);
 
   // Fills the counters; in_flight and queued come from the scheduler.
@@ -50,7 +55,7 @@ class Stats {
   const absl::Time start_;
   std::atomic<int64_t> ok_{0}, failed_{0}, queue_full_{0}, deadline_{0}, cancelled_{0}, drain_{0},
       upload_timeouts_{0}, over_budget_{0};
-  std::atomic<int64_t> bytes_in_{0}, bytes_out_{0};
+  std::atomic<int64_t> bytes_in_{0}, bytes_out_{0}, region_bytes_in_{0}, region_bytes_out_{0};
   std::atomic<int64_t> receive_ns_{0}, decode_ns_{0}, queue_ns_{0}, h2d_ns_{0}, kernel_ns_{0},
       d2h_ns_{0}, total_ns_{0};
 };

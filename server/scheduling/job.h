@@ -38,6 +38,12 @@ struct RequestSpec {
   std::vector<int32_t> cu_seqlens_q, cu_seqlens_k;
   // The kernel, resolved once for this server's backend and problem.
   const KernelHandle* kernel = nullptr;
+  // How each tensor travels: inline unless the request named a region for
+  // it (frontend/region_refs.h).
+  struct Paths {
+    TensorPath q = TensorPath::kInline, k = TensorPath::kInline, v = TensorPath::kInline,
+               out = TensorPath::kInline, lse = TensorPath::kInline;
+  } paths;
 
   const KernelInfo& kernel_info() const { return kernel->info(); }
   // Bytes of Q (and of O), of K (and of V), and of the float32 LSE (0 unless
@@ -48,6 +54,16 @@ struct RequestSpec {
   // Bytes in (q, k, v) and out (o, lse) of the request.
   int64_t InputBytes() const { return QBytes() + 2 * KVBytes(); }
   int64_t OutputBytes() const { return QBytes() + LseBytes(); }
+  // Of those, the bytes carried inline in messages (the rest stay in regions).
+  int64_t InlineInputBytes() const {
+    return (paths.q == TensorPath::kInline ? QBytes() : 0) +
+           (paths.k == TensorPath::kInline ? KVBytes() : 0) +
+           (paths.v == TensorPath::kInline ? KVBytes() : 0);
+  }
+  int64_t InlineOutputBytes() const {
+    return (paths.out == TensorPath::kInline ? QBytes() : 0) +
+           (paths.lse == TensorPath::kInline ? LseBytes() : 0);
+  }
   // The work of the call (exact for masks and ragged lengths).
   double Flops() const {
     return problem.varlen ? problem.Flops(cu_seqlens_q.data(), cu_seqlens_k.data())
@@ -108,6 +124,9 @@ struct Job {
   // *lse; it falls back to them when it has no buffer to lend.
   bool takes_output_buffer = false;
   std::unique_ptr<OutputBuffer> output;
+  // O and the LSE into regions the request named (tensor_bytes.h): when
+  // in_region(), the executor writes there and leaves *out / *lse alone.
+  OutputPlace out_place, lse_place;
 
   absl::Time arrival;                            // total_ns counts from here
   absl::Time deadline = absl::InfiniteFuture();  // the client's deadline

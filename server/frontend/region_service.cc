@@ -1,0 +1,234 @@
+#include "frontend/region_service.h"
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_format.h"
+#include "observability/log.h"
+#include "regions/system_region.h"
+#include "security/same_host.h"
+#include "status_util.h"
+
+namespace attn::server {
+namespace {
+
+namespace pb = ::attnserve::v1;
+
+constexpr size_t kMaxRegionNameBytes = 64;
+
+// OK when this caller may use regions at all.
+absl::Status MayUseRegions(Runtime* runtime, const grpc::CallbackServerContext& context) {
+  if (runtime->regions() == nullptr) {
+    return absl::FailedPreconditionError(
+        "shared-memory regions are off on this server; start attn_server with "
+        "--allow_shared_memory (same-host clients only)");
+  }
+  if (!IsSameHostPeer(context.peer())) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "shared-memory regions are for callers on the server's host (a unix socket or a "
+        "loopback address); this call comes from %s",
+        context.peer()));
+  }
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* Finished(grpc::CallbackServerContext* context,
+                                   const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+// HoldRegions: one message with the lease id, then open until the client
+// goes; the lease's regions end with the call.
+class LeaseReactor final : public grpc::ServerWriteReactor<pb::HoldRegionsResponse> {
+ public:
+  LeaseReactor(Runtime* runtime, const std::string& peer)
+      : registry_(runtime->regions()), lease_id_(registry_->OpenLease()) {
+    LOGF(kInfo, "region lease %s… opened by %s", lease_id_.substr(0, 8), peer);
+    response_.set_lease_id(lease_id_);
+    StartWrite(&response_);
+  }
+  void OnWriteDone(bool) override {}  // stays open; a failed write means the call ended
+  void OnCancel() override {
+    EndLease("its call ended");
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "region lease ended"));
+  }
+  void OnDone() override {
+    EndLease("its call finished");
+    delete this;
+  }
+
+ private:
+  void EndLease(const char* why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ended_) return;
+    ended_ = true;
+    const auto regions = registry_->EndLease(lease_id_);
+    LOGF(kInfo, "region lease %s… ended (%s): %d regions unregistered", lease_id_.substr(0, 8),
+         why, regions.size());
+  }
+
+  RegionRegistry* const registry_;
+  const std::string lease_id_;
+  pb::HoldRegionsResponse response_;
+  std::mutex mu_;
+  bool ended_ = false;
+};
+
+class RefusedLease final : public grpc::ServerWriteReactor<pb::HoldRegionsResponse> {
+ public:
+  explicit RefusedLease(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
+};
+
+// UnregisterRegion: answers when no request uses the region any more, or
+// when the call ends first (deadline, cancel).
+class UnregisterReactor final : public grpc::ServerUnaryReactor {
+ public:
+  explicit UnregisterReactor(std::shared_ptr<Region> region)
+      : state_(std::make_shared<State>()), region_name_(region->name()) {
+    state_->reactor = this;
+    std::shared_ptr<State> state = state_;
+    region->WhenIdle([state]() { state->Finish(grpc::Status::OK); });
+    // The region's memory goes with the last RegionUse, not with this call.
+  }
+  void OnCancel() override {
+    state_->Finish(grpc::Status(
+        grpc::StatusCode::DEADLINE_EXCEEDED,
+        absl::StrFormat("region '%s' is unregistered, but requests still used it when this call "
+                        "ended; the server unmaps it when they finish",
+                        region_name_)));
+  }
+  void OnDone() override {
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->reactor = nullptr;
+    }
+    delete this;
+  }
+
+ private:
+  // Shared with the region's idle callback, which may run after OnDone.
+  struct State {
+    std::mutex mu;
+    UnregisterReactor* reactor = nullptr;
+    bool finished = false;
+    void Finish(const grpc::Status& status) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (finished || reactor == nullptr) return;
+      finished = true;
+      reactor->ServerUnaryReactor::Finish(status);
+    }
+  };
+  const std::shared_ptr<State> state_;
+  const std::string region_name_;
+};
+
+absl::Status CheckName(const std::string& name) {
+  if (name.empty() || name.size() > kMaxRegionNameBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "name has %d bytes; a region name has 1 to %d", name.size(), kMaxRegionNameBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Region>> Register(Runtime* runtime,
+                                                 const pb::RegisterRegionRequest& request) {
+  RETURN_IF_ERROR(CheckName(request.name()));
+  pb::RegionInfo info;
+  info.set_name(request.name());
+  std::string description;
+  RegionBackend& backend = runtime->region_backend();
+  RegionRegistry& registry = *runtime->regions();
+  switch (request.kind_case()) {
+    case pb::RegisterRegionRequest::kSystem: {
+      const pb::SystemRegion& system = request.system();
+      *info.mutable_system() = system;
+      description = absl::StrFormat("system '%s' [%d, %d)", system.shm_name(), system.offset(),
+                                    system.offset() + system.byte_size());
+      return registry.Register(request.lease_id(), std::move(info), description, [&]() {
+        return MapSystemRegion(system.shm_name(), system.offset(), system.byte_size(), backend);
+      });
+    }
+    case pb::RegisterRegionRequest::kCuda: {
+      const pb::CudaRegion& cuda = request.cuda();
+      if (!backend.cuda_regions()) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "cuda regions need the CUDA backend; this server runs the %s backend (use a system "
+            "region)",
+            runtime->backend_name()));
+      }
+      *info.mutable_cuda() = cuda;
+      description = absl::StrFormat("cuda:%d [%d, %d)", cuda.device_ordinal(), cuda.offset(),
+                                    cuda.offset() + cuda.byte_size());
+      return registry.Register(request.lease_id(), std::move(info), description, [&]() {
+        return backend.OpenCudaRegion(cuda.ipc_handle(), cuda.device_ordinal(), cuda.offset(),
+                                      cuda.byte_size());
+      });
+    }
+    case pb::RegisterRegionRequest::KIND_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError("neither system nor cuda is set; a region is one of them");
+}
+
+}  // namespace
+
+grpc::ServerWriteReactor<pb::HoldRegionsResponse>* HoldRegions(
+    Runtime* runtime, grpc::CallbackServerContext* context) {
+  if (absl::Status ok = MayUseRegions(runtime, *context); !ok.ok()) return new RefusedLease(ok);
+  return new LeaseReactor(runtime, context->peer());
+}
+
+grpc::ServerUnaryReactor* RegisterRegion(Runtime* runtime, grpc::CallbackServerContext* context,
+                                         const pb::RegisterRegionRequest* request,
+                                         pb::RegisterRegionResponse* response) {
+  if (absl::Status ok = MayUseRegions(runtime, *context); !ok.ok()) {
+    return Finished(context, ok);
+  }
+  absl::StatusOr<std::shared_ptr<Region>> region = Register(runtime, *request);
+  if (!region.ok()) {
+    LOGF(kInfo, "RegisterRegion '%s' refused: %s", absl::CHexEscape(request->name().substr(0, 64)),
+         region.status().ToString());
+    return Finished(context, region.status());
+  }
+  LOGF(kInfo, "region '%s' registered: %s", (*region)->name(), (*region)->description());
+  *response->mutable_region() = (*region)->info();
+  return Finished(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* UnregisterRegion(Runtime* runtime,
+                                           grpc::CallbackServerContext* context,
+                                           const pb::UnregisterRegionRequest* request) {
+  if (absl::Status ok = MayUseRegions(runtime, *context); !ok.ok()) {
+    return Finished(context, ok);
+  }
+  absl::StatusOr<std::shared_ptr<Region>> region =
+      runtime->regions()->Unregister(request->lease_id(), request->name());
+  if (!region.ok()) return Finished(context, region.status());
+  LOGF(kInfo, "region '%s' unregistered (%d requests still use it)", (*region)->name(),
+       (*region)->uses());
+  return new UnregisterReactor(*std::move(region));
+}
+
+grpc::ServerUnaryReactor* ListRegions(Runtime* runtime, grpc::CallbackServerContext* context,
+                                      const pb::ListRegionsRequest* request,
+                                      pb::ListRegionsResponse* response) {
+  if (absl::Status ok = MayUseRegions(runtime, *context); !ok.ok()) {
+    return Finished(context, ok);
+  }
+  auto regions = runtime->regions()->List(request->lease_id());
+  if (!regions.ok()) return Finished(context, regions.status());
+  for (const auto& region : *regions) {
+    pb::RegionInfo* info = response->add_regions();
+    *info = region->info();
+    info->set_requests_using(region->uses());
+  }
+  return Finished(context, absl::OkStatus());
+}
+
+}  // namespace attn::server
