@@ -111,8 +111,25 @@ absl::Status AttentionInputs::Validate() const {
     const char* name;
     absl::string_view bytes;
     int64_t expected;
-  } tensors[] = {{"q", QData(), QBytes()}, {"k", KData(), KvBytes()}, {"v", VData(), KvBytes()}};
+    const TensorRef* ref;
+  } tensors[] = {{"q", QData(), QBytes(), &q_ref},
+                 {"k", KData(), KvBytes(), &k_ref},
+                 {"v", VData(), KvBytes(), &v_ref}};
   for (const auto& tensor : tensors) {
+    if (tensor.ref->set()) {
+      // In a region: nothing inline, and the reference covers the tensor.
+      if (!tensor.bytes.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            tensor.name, " has ", tensor.bytes.size(), " bytes and ", tensor.name,
+            "_ref is set; give the tensor inline or by reference"));
+      }
+      if (tensor.ref->byte_size != tensor.expected) {
+        return absl::InvalidArgumentError(absl::StrCat(tensor.name, "_ref.byte_size is ",
+                                                       tensor.ref->byte_size, "; the tensor has ",
+                                                       tensor.expected, " bytes"));
+      }
+      continue;
+    }
     if (static_cast<int64_t>(tensor.bytes.size()) != tensor.expected) {
       const bool is_q = &tensor == &tensors[0];
       const std::string layout =
@@ -127,6 +144,20 @@ absl::Status AttentionInputs::Validate() const {
     }
   }
   return absl::OkStatus();
+}
+
+const char* TensorPathName(TensorPath path) {
+  switch (path) {
+    case TensorPath::kUnspecified:
+      return "unspecified";
+    case TensorPath::kInline:
+      return "inline";
+    case TensorPath::kSystemShm:
+      return "system_shm";
+    case TensorPath::kCudaIpc:
+      return "cuda_ipc";
+  }
+  return "unspecified";
 }
 
 AttentionProblem AttentionInputs::Problem(const AttendOptions& options) const {

@@ -11,6 +11,7 @@
 #include "health_codec.h"
 #include "grpcpp/client_context.h"
 #include "monotonic_clock.h"
+#include "region_lease.h"
 #include "status_util.h"
 #include "stream_call.h"
 #include "wire_codec.h"
@@ -139,9 +140,14 @@ AttentionClient::Connection& AttentionClient::NextConnection() {
 }
 
 AttentionClient::~AttentionClient() {
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](int64_t* in_flight) { return *in_flight == 0; }, &calls_in_flight_));
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](int64_t* in_flight) { return *in_flight == 0; }, &calls_in_flight_));
+  }
+  // Ends the lease: the server unregisters this client's regions.
+  absl::MutexLock lock(&lease_mu_);
+  lease_.reset();
 }
 
 void AttentionClient::PrepareContext(grpc::ClientContext* context,
@@ -201,8 +207,17 @@ void AttentionClient::AttendAsync(std::shared_ptr<const AttentionInputs> inputs,
     std::move(done)(valid);
     return;
   }
+  const bool by_reference = inputs->q_ref.set() || inputs->k_ref.set() || inputs->v_ref.set() ||
+                            options.out_ref.set() || options.lse_ref.set();
+  if (by_reference && options.transport == Transport::kStream) {
+    inputs.reset();
+    std::move(done)(absl::InvalidArgumentError(
+        "tensors in shared-memory regions go over unary Attend; Transport::kStream takes none"));
+    return;
+  }
   bool stream = options.transport == Transport::kStream;
-  if (options.transport == Transport::kAuto) stream = WouldStream(*inputs);
+  // Region references keep the message small: never streamed.
+  if (options.transport == Transport::kAuto) stream = !by_reference && WouldStream(*inputs);
   CallStarted();
   if (stream) {
     StartStream(std::move(inputs), options, std::move(done));
@@ -219,7 +234,7 @@ struct UnaryCall {
   grpc::ByteBuffer request;
   grpc::ByteBuffer response;
   std::shared_ptr<const AttentionInputs> inputs;
-  bool return_lse = false;
+  AttendOptions options;
   AttendCallback done;
   int64_t start_ns = 0;
   int64_t marshal_ns = 0;
@@ -232,7 +247,7 @@ void AttentionClient::StartUnary(std::shared_ptr<const AttentionInputs> inputs,
   auto* call = new UnaryCall;
   call->start_ns = internal::MonotonicNanos();
   call->done = std::move(done);
-  call->return_lse = options.return_lse;
+  call->options = options;
   PrepareContext(&call->context, options.timeout);
   call->request =
       internal::EncodeAttendRequest(internal::MakeRequestHeader(*inputs, options), inputs);
@@ -255,7 +270,7 @@ void AttentionClient::StartUnary(std::shared_ptr<const AttentionInputs> inputs,
           AttendResult value;
           absl::Status taken = parsed.ok()
                                    ? internal::TakeResponse(response, *owned->inputs,
-                                                            owned->return_lse, &value)
+                                                            owned->options, &value)
                                    : CallError(parsed, "Attend (parsing the response)");
           if (taken.ok()) {
             const int64_t end = internal::MonotonicNanos();
@@ -320,6 +335,93 @@ absl::StatusOr<pb::ServerStats> AttentionClient::GetStats() {
   const grpc::Status status = connections_.front()->stub->GetStats(&context, pb::GetStatsRequest(), &response);
   if (!status.ok()) return CallError(status, "GetStats");
   return response;
+}
+
+absl::StatusOr<std::string> AttentionClient::LeaseId() {
+  absl::MutexLock lock(&lease_mu_);
+  if (lease_ == nullptr || !lease_->alive()) {
+    lease_.reset();
+    auto context = std::make_unique<grpc::ClientContext>();
+    // No deadline: the lease lasts as long as this client.
+    for (const auto& [key, value] : options_.metadata) context->AddMetadata(key, value);
+    absl::StatusOr<std::unique_ptr<internal::RegionLease>> lease = internal::RegionLease::Open(
+        connections_.front()->stub.get(), std::move(context), options_.rpc_timeout);
+    if (!lease.ok()) {
+      return absl::Status(lease.status().code(), absl::StrCat("HoldRegions to ", options_.address,
+                                                              ": ", lease.status().message()));
+    }
+    lease_ = *std::move(lease);
+  }
+  return lease_->id();
+}
+
+absl::StatusOr<pb::RegionInfo> AttentionClient::Register(pb::RegisterRegionRequest request) {
+  absl::StatusOr<std::string> lease = LeaseId();
+  if (!lease.ok()) return lease.status();
+  request.set_lease_id(*lease);
+  grpc::ClientContext context;
+  PrepareContext(&context, absl::ZeroDuration());
+  pb::RegisterRegionResponse response;
+  const grpc::Status status =
+      connections_.front()->stub->RegisterRegion(&context, request, &response);
+  if (!status.ok()) return CallError(status, "RegisterRegion");
+  return response.region();
+}
+
+absl::StatusOr<pb::RegionInfo> AttentionClient::RegisterSystemRegion(const std::string& name,
+                                                                     const std::string& shm_name,
+                                                                     int64_t offset,
+                                                                     int64_t byte_size) {
+  pb::RegisterRegionRequest request;
+  request.set_name(name);
+  pb::SystemRegion* system = request.mutable_system();
+  system->set_shm_name(shm_name);
+  system->set_offset(offset);
+  system->set_byte_size(byte_size);
+  return Register(std::move(request));
+}
+
+absl::StatusOr<pb::RegionInfo> AttentionClient::RegisterCudaRegion(const std::string& name,
+                                                                   const std::string& ipc_handle,
+                                                                   int device, int64_t offset,
+                                                                   int64_t byte_size) {
+  pb::RegisterRegionRequest request;
+  request.set_name(name);
+  pb::CudaRegion* cuda = request.mutable_cuda();
+  cuda->set_ipc_handle(ipc_handle);
+  cuda->set_device_ordinal(device);
+  cuda->set_offset(offset);
+  cuda->set_byte_size(byte_size);
+  return Register(std::move(request));
+}
+
+absl::Status AttentionClient::UnregisterRegion(const std::string& name) {
+  absl::StatusOr<std::string> lease = LeaseId();
+  if (!lease.ok()) return lease.status();
+  pb::UnregisterRegionRequest request;
+  request.set_lease_id(*lease);
+  request.set_name(name);
+  grpc::ClientContext context;
+  PrepareContext(&context, absl::ZeroDuration());
+  pb::UnregisterRegionResponse response;
+  const grpc::Status status =
+      connections_.front()->stub->UnregisterRegion(&context, request, &response);
+  if (!status.ok()) return CallError(status, "UnregisterRegion");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<pb::RegionInfo>> AttentionClient::ListRegions() {
+  absl::StatusOr<std::string> lease = LeaseId();
+  if (!lease.ok()) return lease.status();
+  pb::ListRegionsRequest request;
+  request.set_lease_id(*lease);
+  grpc::ClientContext context;
+  PrepareContext(&context, absl::ZeroDuration());
+  pb::ListRegionsResponse response;
+  const grpc::Status status =
+      connections_.front()->stub->ListRegions(&context, request, &response);
+  if (!status.ok()) return CallError(status, "ListRegions");
+  return std::vector<pb::RegionInfo>(response.regions().begin(), response.regions().end());
 }
 
 absl::StatusOr<HealthStatus> AttentionClient::CheckHealth(const std::string& service) {

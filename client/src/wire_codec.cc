@@ -117,6 +117,23 @@ ServerTiming FromProto(const pb::Timing& proto) {
   timing.kernel_ns = proto.kernel_ns();
   timing.d2h_ns = proto.d2h_ns();
   timing.total_ns = proto.total_ns();
+  auto path = [](pb::TensorPath p) {
+    switch (p) {
+      case pb::TENSOR_PATH_INLINE:
+        return TensorPath::kInline;
+      case pb::TENSOR_PATH_SYSTEM_SHM:
+        return TensorPath::kSystemShm;
+      case pb::TENSOR_PATH_CUDA_IPC:
+        return TensorPath::kCudaIpc;
+      default:
+        return TensorPath::kUnspecified;
+    }
+  };
+  timing.q_path = path(proto.q_path());
+  timing.k_path = path(proto.k_path());
+  timing.v_path = path(proto.v_path());
+  timing.out_path = path(proto.out_path());
+  timing.lse_path = path(proto.lse_path());
   return timing;
 }
 
@@ -135,6 +152,21 @@ pb::AttendRequest MakeRequestHeader(const AttentionInputs& inputs, const AttendO
   if (options.window_left != -1) header.set_window_left(options.window_left);
   if (options.window_right != -1) header.set_window_right(options.window_right);
   header.set_return_lse(options.return_lse);
+  const struct {
+    const TensorRef& ref;
+    pb::TensorRef* (pb::AttendRequest::*field)();
+  } refs[] = {{inputs.q_ref, &pb::AttendRequest::mutable_q_ref},
+              {inputs.k_ref, &pb::AttendRequest::mutable_k_ref},
+              {inputs.v_ref, &pb::AttendRequest::mutable_v_ref},
+              {options.out_ref, &pb::AttendRequest::mutable_out_ref},
+              {options.lse_ref, &pb::AttendRequest::mutable_lse_ref}};
+  for (const auto& r : refs) {
+    if (!r.ref.set()) continue;
+    pb::TensorRef* ref = (header.*r.field)();
+    ref->set_region_id(r.ref.region_id);
+    ref->set_offset(r.ref.offset);
+    ref->set_byte_size(r.ref.byte_size);
+  }
   header.mutable_cu_seqlens_q()->Assign(inputs.cu_seqlens_q.begin(), inputs.cu_seqlens_q.end());
   header.mutable_cu_seqlens_k()->Assign(inputs.cu_seqlens_k.begin(), inputs.cu_seqlens_k.end());
   return header;
@@ -189,13 +221,16 @@ absl::Status DecodeLse(const std::string& bytes, int64_t elements, std::vector<f
 }
 
 absl::Status TakeResponse(pb::AttendResponse& response, const AttentionInputs& inputs,
-                          bool return_lse, AttendResult* result) {
+                          const AttendOptions& options, AttendResult* result) {
   if (absl::Status s = TakeResponseHeader(response, inputs, result); !s.ok()) return s;
-  if (static_cast<int64_t>(response.out().size()) != inputs.QBytes()) {
+  // Outputs written to regions are not in the response.
+  const int64_t out_bytes = options.out_ref.set() ? 0 : inputs.QBytes();
+  if (static_cast<int64_t>(response.out().size()) != out_bytes) {
     return absl::InternalError(absl::StrCat("response: out has ", response.out().size(),
-                                            " bytes, expected ", inputs.QBytes()));
+                                            " bytes, expected ", out_bytes));
   }
-  if (absl::Status s = DecodeLse(response.lse(), return_lse ? inputs.LseElements() : 0,
+  const bool lse_inline = options.return_lse && !options.lse_ref.set();
+  if (absl::Status s = DecodeLse(response.lse(), lse_inline ? inputs.LseElements() : 0,
                                  &result->lse);
       !s.ok()) {
     return s;

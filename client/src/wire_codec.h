@@ -50,9 +50,9 @@ grpc::ByteBuffer EncodeAttendRequest(const attnserve::v1::AttendRequest& header,
 // Moves `response` into `result` (everything but timings measured by the
 // client). INTERNAL when the response does not match the request: wrong
 // dtype, shape, output size, or LSE size (LseElements() floats with
-// `return_lse`, none without).
+// `return_lse`, none without; neither when written to a region).
 absl::Status TakeResponse(attnserve::v1::AttendResponse& response, const AttentionInputs& inputs,
-                          bool return_lse, AttendResult* result);
+                          const AttendOptions& options, AttendResult* result);
 
 // Same for the header message of a streamed response; the output and LSE
 // arrive separately in chunks.

@@ -17,6 +17,13 @@
 namespace attn::internal {
 namespace {
 
+AttendOptions WithLse() {
+  AttendOptions options;
+  options.return_lse = true;
+  return options;
+}
+
+
 namespace pb = ::attnserve::v1;
 
 std::string Flatten(const grpc::ByteBuffer& buffer) {
@@ -231,7 +238,7 @@ TEST(WireCodecTest, ResponseMustMatchTheRequest) {
   response.set_kernel("cpu_reference");
   AttendResult result;
   pb::AttendResponse copy = response;
-  ASSERT_TRUE(TakeResponse(copy, inputs, /*return_lse=*/false, &result).ok());
+  ASSERT_TRUE(TakeResponse(copy, inputs, AttendOptions{}, &result).ok());
   EXPECT_EQ(result.out.size(), static_cast<size_t>(inputs.QBytes()));
   EXPECT_EQ(result.server.kernel_ns, 5);
   EXPECT_EQ(result.kernel, "cpu_reference");
@@ -239,19 +246,19 @@ TEST(WireCodecTest, ResponseMustMatchTheRequest) {
 
   copy = response;
   copy.set_dtype(pb::DTYPE_BFLOAT16);
-  EXPECT_EQ(TakeResponse(copy, inputs, false, &result).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(TakeResponse(copy, inputs, AttendOptions{}, &result).code(), absl::StatusCode::kInternal);
   copy = response;
   copy.mutable_shape()->set_seq_len(5);
-  EXPECT_EQ(TakeResponse(copy, inputs, false, &result).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(TakeResponse(copy, inputs, AttendOptions{}, &result).code(), absl::StatusCode::kInternal);
   copy = response;
   copy.mutable_shape()->set_kv_num_heads(2);
-  EXPECT_EQ(TakeResponse(copy, inputs, false, &result).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(TakeResponse(copy, inputs, AttendOptions{}, &result).code(), absl::StatusCode::kInternal);
   copy = response;
   copy.mutable_out()->pop_back();
-  EXPECT_EQ(TakeResponse(copy, inputs, false, &result).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(TakeResponse(copy, inputs, AttendOptions{}, &result).code(), absl::StatusCode::kInternal);
   copy = response;  // LSE that was not asked for
   copy.set_lse(std::string(16, '\0'));
-  EXPECT_EQ(TakeResponse(copy, inputs, false, &result).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(TakeResponse(copy, inputs, AttendOptions{}, &result).code(), absl::StatusCode::kInternal);
 }
 
 TEST(WireCodecTest, LseIsDecodedAsFloat32) {
@@ -271,14 +278,14 @@ TEST(WireCodecTest, LseIsDecodedAsFloat32) {
   response.set_lse(std::string(reinterpret_cast<const char*>(values), sizeof(values)));
   AttendResult result;
   pb::AttendResponse copy = response;
-  ASSERT_TRUE(TakeResponse(copy, inputs, /*return_lse=*/true, &result).ok());
+  ASSERT_TRUE(TakeResponse(copy, inputs, WithLse(), &result).ok());
   EXPECT_EQ(result.lse, std::vector<float>(std::begin(values), std::end(values)));
   copy = response;
   copy.mutable_lse()->resize(12);
-  EXPECT_EQ(TakeResponse(copy, inputs, true, &result).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(TakeResponse(copy, inputs, WithLse(), &result).code(), absl::StatusCode::kInternal);
   copy = response;
   copy.clear_lse();
-  EXPECT_EQ(TakeResponse(copy, inputs, true, &result).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(TakeResponse(copy, inputs, WithLse(), &result).code(), absl::StatusCode::kInternal);
 }
 
 TEST(HealthCodecTest, RequestEncoding) {

@@ -35,6 +35,18 @@ namespace attn {
 
 struct AttendOptions;
 
+// A tensor that stays in a registered shared-memory region
+// (AttentionClient::RegisterSystemRegion / RegisterCudaRegion) instead of
+// travelling in the messages: bytes [offset, offset + byte_size) of the
+// region, in the layout the inline tensor would have. Unset (empty
+// region_id): the tensor is inline.
+struct TensorRef {
+  std::string region_id;  // RegionInfo.region_id from the registration
+  int64_t offset = 0;     // a multiple of 16
+  int64_t byte_size = 0;  // exactly the tensor's size
+  bool set() const { return !region_id.empty(); }
+};
+
 // Q, K and V of one call and their geometry.
 //
 // Q (and the output O) is [batch, seq_len, num_heads, head_dim]; K and V are
@@ -59,6 +71,10 @@ struct AttentionInputs {
   // the call is over (Attend has returned; for AttendAsync, until `inputs`
   // is released). The C ABI and so the Python client pass NumPy arrays so.
   absl::string_view borrowed_q, borrowed_k, borrowed_v;
+  // Instead of either: the tensor in a shared-memory region on the server's
+  // host (q, k, v and borrowed_* left empty). Same-host servers started with
+  // --allow_shared_memory only.
+  TensorRef q_ref, k_ref, v_ref;
 
   // The tensors' bytes: the borrowed ones when set, else q, k, v.
   absl::string_view QData() const { return borrowed_q.data() != nullptr ? borrowed_q : q; }
@@ -139,12 +155,25 @@ struct AttendOptions {
   int64_t window_right = -1;
   // Also return the log-sum-exp of each query row (AttendResult::lse).
   bool return_lse = false;
+  // Write O (and, with return_lse, the LSE) into these regions instead of
+  // the response (AttendResult::out / lse stay empty); see TensorRef.
+  TensorRef out_ref;
+  TensorRef lse_ref;
   // Echoed by the server and logged there. Empty: the server assigns one.
   std::string request_id;
   // Deadline of this call. Zero: ClientOptions::rpc_timeout.
   absl::Duration timeout = absl::ZeroDuration();
   Transport transport = Transport::kAuto;
 };
+
+// How a tensor travelled (proto TensorPath).
+enum class TensorPath {
+  kUnspecified,  // a server from before regions, or an output not asked for
+  kInline,       // in the messages
+  kSystemShm,    // a system shared-memory region
+  kCudaIpc,      // a CUDA IPC region, read or written by the kernel in place
+};
+const char* TensorPathName(TensorPath path);  // "inline", "system_shm", ...
 
 // The server's breakdown of one request (proto Timing), in nanoseconds. The
 // parts are disjoint; total_ns also covers what they do not (OtherNs).
@@ -156,6 +185,9 @@ struct ServerTiming {
   int64_t kernel_ns = 0;  // the attention kernel
   int64_t d2h_ns = 0;     // device-to-host copy (0 on the CPU backend)
   int64_t total_ns = 0;   // arrival to response ready
+  TensorPath q_path = TensorPath::kUnspecified, k_path = TensorPath::kUnspecified,
+             v_path = TensorPath::kUnspecified, out_path = TensorPath::kUnspecified,
+             lse_path = TensorPath::kUnspecified;
 
   // total_ns minus the named parts (never negative).
   int64_t OtherNs() const;

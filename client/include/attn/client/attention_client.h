@@ -54,6 +54,9 @@
 #include "grpcpp/generic/generic_stub.h"
 
 namespace attn {
+namespace internal {
+class RegionLease;
+}  // namespace internal
 
 // grpc.health.v1 serving status of a service.
 enum class HealthStatus : int {
@@ -106,6 +109,33 @@ class AttentionClient {
   absl::StatusOr<attnserve::v1::ServerInfo> GetServerInfo();
   // The server's cumulative counters; take deltas between two calls.
   absl::StatusOr<attnserve::v1::ServerStats> GetStats();
+  // Same-host shared memory (the server runs with --allow_shared_memory and
+  // this client reaches it over a unix socket or loopback). Regions belong
+  // to this client's lease, opened by the first registration (a HoldRegions
+  // call on the first connection) and ended by the destructor, which makes
+  // the server unregister them all; they also end if that connection drops
+  // (later references get NOT_FOUND). Tensors in regions are named by
+  // TensorRef (AttentionInputs::q_ref, AttendOptions::out_ref, ...).
+  //
+  // A system region: bytes [offset, offset + byte_size) of the POSIX
+  // shared-memory object `shm_name` (SharedMemory creates one); offset a
+  // multiple of the page size.
+  absl::StatusOr<attnserve::v1::RegionInfo> RegisterSystemRegion(const std::string& name,
+                                                                 const std::string& shm_name,
+                                                                 int64_t offset,
+                                                                 int64_t byte_size);
+  // A CUDA region: bytes [offset, offset + byte_size) of the device
+  // allocation exported by cudaIpcGetMemHandle (`ipc_handle`, its 64 bytes)
+  // on CUDA device `device`, which the server's kernel reads and writes in
+  // place (a CUDA server on the same GPU).
+  absl::StatusOr<attnserve::v1::RegionInfo> RegisterCudaRegion(const std::string& name,
+                                                               const std::string& ipc_handle,
+                                                               int device, int64_t offset,
+                                                               int64_t byte_size);
+  // Waits until no request uses the region (at most ClientOptions::rpc_timeout).
+  absl::Status UnregisterRegion(const std::string& name);
+  absl::StatusOr<std::vector<attnserve::v1::RegionInfo>> ListRegions();
+
   // grpc.health.v1 Check of `service` ("" = the server as a whole). A status
   // other than OK means the check itself failed (unreachable server,
   // timeout); NOT_SERVING is a successful answer.
@@ -153,6 +183,9 @@ class AttentionClient {
 
   void CallStarted();
   void CallFinished();
+  // The open lease, opened now if there is none (or the last one ended).
+  absl::StatusOr<std::string> LeaseId();
+  absl::StatusOr<attnserve::v1::RegionInfo> Register(attnserve::v1::RegisterRegionRequest request);
 
   const ClientOptions options_;
   const std::vector<std::unique_ptr<Connection>> connections_;  // never empty
@@ -162,6 +195,8 @@ class AttentionClient {
 
   absl::Mutex mu_;
   int64_t calls_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Mutex lease_mu_;
+  std::unique_ptr<internal::RegionLease> lease_ ABSL_GUARDED_BY(lease_mu_);
 };
 
 }  // namespace attn
