@@ -18,14 +18,16 @@ struct Ref {
   const char* field;         // "q_ref", ...
   const pb::TensorRef* ref;  // null when the request has none
   int64_t needed;            // bytes the tensor has
-  RegionUse* hold;
+  RegionUse* hold;           // where the request holds the region
   bool output;
+  const Region* region = nullptr;  // resolved
 };
 
-absl::Status CheckRef(const Ref& r, const RegionRegistry& registry) {
+absl::Status CheckRef(Ref& r, const RegionRegistry& registry) {
   const pb::TensorRef& ref = *r.ref;
   ASSIGN_OR_RETURN(*r.hold, registry.Use(ref.region_id(), r.field));
-  const Region& region = *r.hold->get();
+  r.region = r.hold->get();
+  const Region& region = *r.region;
   if (ref.byte_size() != r.needed) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s.byte_size is %d; the tensor has %d bytes", r.field, ref.byte_size(), r.needed));
@@ -45,15 +47,15 @@ absl::Status CheckRef(const Ref& r, const RegionRegistry& registry) {
 }
 
 bool Overlap(const Ref& a, const Ref& b) {
-  if (a.hold->get() != b.hold->get()) return false;
+  if (a.region != b.region) return false;
   const int64_t a0 = a.ref->offset(), a1 = a0 + a.ref->byte_size();
   const int64_t b0 = b.ref->offset(), b1 = b0 + b.ref->byte_size();
   return a0 < b1 && b0 < a1;
 }
 
-TensorPath PathOf(const RegionUse& use) { return use.get()->memory().path(); }
+TensorPath PathOf(const Ref& r) { return r.region->memory().path(); }
 
-char* AddressOf(const Ref& r) { return r.hold->get()->memory().data() + r.ref->offset(); }
+char* AddressOf(const Ref& r) { return r.region->memory().data() + r.ref->offset(); }
 
 }  // namespace
 
@@ -95,8 +97,19 @@ absl::Status ResolveRegionRefs(const pb::AttendRequest& request,
       {"lse_ref", request.has_lse_ref() ? &request.lse_ref() : nullptr, spec->LseBytes(),
        &holds->lse, true},
   };
-  for (const Ref& r : refs) {
+  for (Ref& r : refs) {
     if (r.ref != nullptr) RETURN_IF_ERROR(CheckRef(r, *registry));
+  }
+  // One hold per region, however many of the request's tensors it has (a
+  // region's use count is the requests using it).
+  for (size_t i = 0; i < refs.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (refs[i].region != nullptr && refs[j].region == refs[i].region &&
+          refs[j].hold->get() != nullptr) {
+        refs[i].hold->Reset();
+        break;
+      }
+    }
   }
   // An output may not overlap an input (the kernel would read what it
   // writes) nor the other output.
@@ -109,7 +122,7 @@ absl::Status ResolveRegionRefs(const pb::AttendRequest& request,
             "%s [%d, %d) overlaps %s [%d, %d) in region '%s'; outputs need their own bytes",
             refs[o].field, refs[o].ref->offset(), refs[o].ref->offset() + refs[o].ref->byte_size(),
             refs[i].field, refs[i].ref->offset(), refs[i].ref->offset() + refs[i].ref->byte_size(),
-            refs[o].hold->get()->name()));
+            refs[o].region->name()));
       }
     }
   }
@@ -117,17 +130,17 @@ absl::Status ResolveRegionRefs(const pb::AttendRequest& request,
   TensorPath* input_paths[3] = {&spec->paths.q, &spec->paths.k, &spec->paths.v};
   for (int i = 0; i < 3; ++i) {
     if (refs[i].ref == nullptr) continue;
-    const TensorPath path = PathOf(*refs[i].hold);
+    const TensorPath path = PathOf(refs[i]);
     *input_paths[i] = path;
     *inputs[i] = TensorBytes::InRegion(
         absl::string_view(AddressOf(refs[i]), static_cast<size_t>(refs[i].needed)), path);
   }
   if (refs[3].ref != nullptr) {
-    spec->paths.out = PathOf(*refs[3].hold);
+    spec->paths.out = PathOf(refs[3]);
     job->out_place = {spec->paths.out, AddressOf(refs[3])};
   }
   if (refs[4].ref != nullptr) {
-    spec->paths.lse = PathOf(*refs[4].hold);
+    spec->paths.lse = PathOf(refs[4]);
     job->lse_place = {spec->paths.lse, AddressOf(refs[4])};
   }
   return absl::OkStatus();
