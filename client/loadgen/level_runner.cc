@@ -18,7 +18,13 @@ int64_t MonotonicNanos() {
 
 LevelRunner::LevelRunner(std::vector<AttentionClient*> clients,
                          std::shared_ptr<const AttentionInputs> inputs, AttendOptions call)
-    : clients_(std::move(clients)), inputs_(std::move(inputs)), call_(std::move(call)) {}
+    : LevelRunner(std::move(clients), std::move(inputs),
+                  std::vector<AttendOptions>{std::move(call)}) {}
+
+LevelRunner::LevelRunner(std::vector<AttentionClient*> clients,
+                         std::shared_ptr<const AttentionInputs> inputs,
+                         std::vector<AttendOptions> calls)
+    : clients_(std::move(clients)), inputs_(std::move(inputs)), calls_(std::move(calls)) {}
 
 int64_t LevelRunner::Elapsed() const { return MonotonicNanos() - start_ns_; }
 
@@ -106,7 +112,7 @@ void LevelRunner::Send(std::optional<int64_t> due, bool measured,
   const int64_t sent_ns = Elapsed();
   const int64_t due_ns = due.value_or(sent_ns);
   client->AttendAsync(
-      inputs_, call_,
+      inputs_, calls_[next_call_++ % calls_.size()],
       [this, due_ns, sent_ns, measured,
        after = std::move(after)](absl::StatusOr<AttendResult> result) mutable {
         RequestRecord record;

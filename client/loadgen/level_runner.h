@@ -93,6 +93,10 @@ class LevelRunner {
   // call sends `inputs` with `call`. The clients must outlive the runner.
   LevelRunner(std::vector<AttentionClient*> clients,
               std::shared_ptr<const AttentionInputs> inputs, AttendOptions call);
+  // The same with the calls taken round robin (e.g. each writing its output
+  // into another shared-memory slot); `calls` must not be empty.
+  LevelRunner(std::vector<AttentionClient*> clients,
+              std::shared_ptr<const AttentionInputs> inputs, std::vector<AttendOptions> calls);
 
   // Runs one level to completion. Not reentrant: one level at a time.
   LevelRun Run(const LevelSpec& spec);
@@ -116,8 +120,9 @@ class LevelRunner {
 
   const std::vector<AttentionClient*> clients_;
   const std::shared_ptr<const AttentionInputs> inputs_;
-  const AttendOptions call_;
+  const std::vector<AttendOptions> calls_;
   std::atomic<uint64_t> next_client_{0};
+  std::atomic<uint64_t> next_call_{0};
 
   LevelSpec spec_;
   int64_t start_ns_ = 0;  // monotonic time the level started

@@ -15,6 +15,7 @@
 // the sweep ran and some request succeeded, 1 when the server was
 // unreachable, a preflight request failed or nothing succeeded, 2 for bad
 // flags.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -42,6 +43,7 @@
 #include "problem_flags.h"
 #include "progress_line.h"
 #include "report_writers.h"
+#include "shared_memory_tensors.h"
 #include "sweep_spec.h"
 
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(30),
@@ -84,6 +86,15 @@ ABSL_FLAG(bool, json_requests, false, "Also list every request's timestamps in t
 ABSL_FLAG(std::string, progress, "auto", "Live progress on stderr: auto (if a terminal), "
           "always or never.");
 ABSL_FLAG(std::string, label, "", "Free text recorded in the reports and the plot title.");
+ABSL_FLAG(std::string, shared_memory, "none",
+          "none, system or cuda (perf_analyzer's --shared-memory): Q, K, V and the outputs stay "
+          "in shared-memory regions registered with a same-host server (--allow_shared_memory): "
+          "POSIX shared memory, or GPU memory of --shared_memory_device passed by CUDA IPC. The "
+          "first request's output is checked bit for bit against the inline path's.");
+ABSL_FLAG(int, shared_memory_device, 0, "--shared_memory=cuda: the CUDA device of the tensors.");
+ABSL_FLAG(int, shared_memory_slots, 0,
+          "--shared_memory: output slots used round robin; 0 = the largest concurrency (open "
+          "loop: --max_in_flight, at most 64).");
 
 namespace {
 
@@ -273,6 +284,58 @@ int main(int argc, char** argv) {
     }
   }
 
+  // Shared memory: the same inputs in regions, outputs into slots; the
+  // first request by reference must give the inline preflight's output.
+  std::vector<attn::AttendOptions> calls = {call};
+  absl::StatusOr<lg::SharedMemoryKind> shm_kind =
+      lg::ParseSharedMemoryKind(absl::GetFlag(FLAGS_shared_memory));
+  if (!shm_kind.ok()) return Usage(std::string(shm_kind.status().message()));
+  std::unique_ptr<lg::SharedMemoryTensors> shm;
+  if (*shm_kind != lg::SharedMemoryKind::kNone) {
+    int slots = absl::GetFlag(FLAGS_shared_memory_slots);
+    if (slots <= 0) {
+      for (const lg::LevelSpec& spec : levels) {
+        slots = std::max(slots, spec.mode == lg::LoadMode::kClosedLoop
+                                    ? spec.concurrency
+                                    : std::min(spec.max_in_flight, 64));
+      }
+    }
+    absl::StatusOr<attn::AttendResult> inline_result = clients.front()->Attend(*inputs, call);
+    if (!inline_result.ok()) {
+      std::cerr << "attn_loadgen: " << inline_result.status().ToString() << "\n";
+      return kExitFailure;
+    }
+    attn::AttentionInputs by_reference = *inputs;
+    absl::StatusOr<std::unique_ptr<lg::SharedMemoryTensors>> made =
+        lg::SharedMemoryTensors::Create(*shm_kind, absl::GetFlag(FLAGS_shared_memory_device),
+                                        std::max(slots, 1), *clients.front(), &by_reference, call);
+    if (!made.ok()) {
+      std::cerr << "attn_loadgen: --shared_memory: " << made.status().ToString() << "\n";
+      return kExitFailure;
+    }
+    shm = *std::move(made);
+    // Every client uses the first one's regions: region ids are not tied
+    // to a connection, and its lease lasts as long as it does.
+    inputs = std::make_shared<const attn::AttentionInputs>(std::move(by_reference));
+    calls = shm->SlotCalls(call);
+    absl::StatusOr<attn::AttendResult> checked = clients.front()->Attend(*inputs, calls.front());
+    absl::StatusOr<std::string> out = checked.ok() ? shm->ReadOut(0) : checked.status();
+    if (!out.ok()) {
+      std::cerr << "attn_loadgen: --shared_memory: first request: " << out.status().ToString()
+                << "\n";
+      return kExitFailure;
+    }
+    if (*out != inline_result->out) {
+      std::cerr << "attn_loadgen: --shared_memory: the output written to the region differs "
+                   "from the inline path's for the same inputs\n";
+      return kExitFailure;
+    }
+    std::cout << shm->Describe() << "; paths q=" << attn::TensorPathName(checked->server.q_path)
+              << " out=" << attn::TensorPathName(checked->server.out_path)
+              << "; first output identical to the inline path's (" << out->size()
+              << " bytes)\n";
+  }
+
   lg::SweepContext context;
   context.tool_version = attn::Version();
   std::vector<std::string> args(argv, argv + argc);
@@ -289,7 +352,9 @@ int main(int argc, char** argv) {
   context.request_bytes = inputs->InputBytes();
   context.response_bytes = inputs->QBytes() + (call.return_lse ? inputs->LseElements() * 4 : 0);
   context.kernel = call.kernel;
-  context.transport = transport;
+  context.transport = shm != nullptr ? absl::StrCat(transport, " + shared_memory=",
+                                                     absl::GetFlag(FLAGS_shared_memory))
+                                      : transport;
   context.channels = channels;
   // TCP connections in all: each client spreads its calls over its own.
   const int connections = channels * clients.front()->connection_count();
@@ -306,7 +371,7 @@ int main(int argc, char** argv) {
                                absl::FormatDuration(base.duration), connections)
             << lg::TextHeader() << std::flush;
 
-  lg::LevelRunner runner(client_ptrs, inputs, call);
+  lg::LevelRunner runner(client_ptrs, inputs, calls);
   std::vector<lg::LevelSummary> summaries;
   std::vector<lg::LevelRun> runs;
   const double latency_limit = absl::GetFlag(FLAGS_latency_limit_ms);
