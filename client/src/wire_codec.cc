@@ -236,6 +236,17 @@ absl::Status TakeResponse(pb::AttendResponse& response, const AttentionInputs& i
     return s;
   }
   result->out = std::move(*response.mutable_out());
+  // The server names the paths only when a region was used: the rest
+  // travelled inline.
+  ServerTiming& t = result->server;
+  auto fill = [](TensorPath* path, bool used, bool by_reference) {
+    if (*path == TensorPath::kUnspecified && used && !by_reference) *path = TensorPath::kInline;
+  };
+  fill(&t.q_path, true, inputs.q_ref.set());
+  fill(&t.k_path, true, inputs.k_ref.set());
+  fill(&t.v_path, true, inputs.v_ref.set());
+  fill(&t.out_path, true, options.out_ref.set());
+  fill(&t.lse_path, options.return_lse, options.lse_ref.set());
   return absl::OkStatus();
 }
 

@@ -331,11 +331,19 @@ void EncodeResponseHeader(const RequestSpec& spec, const PhaseTimes& times,
   ToProto(spec.problem, response->mutable_shape());
   pb::Timing* timing = response->mutable_timing();
   ToProto(times, timing);
-  timing->set_q_path(ToProto(spec.paths.q));
-  timing->set_k_path(ToProto(spec.paths.k));
-  timing->set_v_path(ToProto(spec.paths.v));
-  timing->set_out_path(ToProto(spec.paths.out));
-  if (spec.problem.return_lse) timing->set_lse_path(ToProto(spec.paths.lse));
+  // The paths only when a tensor used a region: a request with every tensor
+  // inline gets exactly the response it got before regions existed.
+  const SpecPaths& p = spec.paths;
+  const bool any_region = p.q != TensorPath::kInline || p.k != TensorPath::kInline ||
+                          p.v != TensorPath::kInline || p.out != TensorPath::kInline ||
+                          (spec.problem.return_lse && p.lse != TensorPath::kInline);
+  if (any_region) {
+    timing->set_q_path(ToProto(p.q));
+    timing->set_k_path(ToProto(p.k));
+    timing->set_v_path(ToProto(p.v));
+    timing->set_out_path(ToProto(p.out));
+    if (spec.problem.return_lse) timing->set_lse_path(ToProto(p.lse));
+  }
   response->set_kernel(spec.kernel_info().name);
   response->set_backend(std::string(backend));
   response->set_device(std::string(device));

@@ -26,6 +26,12 @@
 
 namespace attn::server {
 
+// How each tensor of a request travels.
+struct SpecPaths {
+  TensorPath q = TensorPath::kInline, k = TensorPath::kInline, v = TensorPath::kInline,
+             out = TensorPath::kInline, lse = TensorPath::kInline;
+};
+
 // A validated request: what to compute, before any tensor bytes are looked
 // at. Copyable; the kernel handle points into the server's KernelCatalog,
 // which outlives every request.
@@ -40,10 +46,7 @@ struct RequestSpec {
   const KernelHandle* kernel = nullptr;
   // How each tensor travels: inline unless the request named a region for
   // it (frontend/region_refs.h).
-  struct Paths {
-    TensorPath q = TensorPath::kInline, k = TensorPath::kInline, v = TensorPath::kInline,
-               out = TensorPath::kInline, lse = TensorPath::kInline;
-  } paths;
+  SpecPaths paths;
 
   const KernelInfo& kernel_info() const { return kernel->info(); }
   // Bytes of Q (and of O), of K (and of V), and of the float32 LSE (0 unless
