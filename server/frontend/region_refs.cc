@@ -37,6 +37,7 @@ absl::Status CheckRef(Ref& r, const RegionRegistry& registry) {
         absl::StrFormat("%s.offset is %d; it must be >= 0 and a multiple of %d", r.field,
                         ref.offset(), kRegionAlignment));
   }
+  RETURN_IF_ERROR(region.memory().StillWhole());
   const int64_t size = region.memory().size();
   if (ref.offset() > size || ref.byte_size() > size - ref.offset()) {
     return absl::InvalidArgumentError(absl::StrFormat(

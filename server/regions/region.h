@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "attnserve/v1/attention.pb.h"
 #include "scheduling/tensor_bytes.h"
 
@@ -40,6 +41,10 @@ class RegionMemory {
   virtual int64_t size() const = 0;
   virtual TensorPath path() const = 0;  // kSystemRegion or kCudaRegion
   virtual int device() const { return -1; }  // CUDA ordinal of a kCudaRegion
+  // OK while the memory is still whole. A client may shrink the
+  // shared-memory object under a system region (ftruncate): touching the
+  // lost pages would kill the server with SIGBUS, so requests check first.
+  virtual absl::Status StillWhole() const { return absl::OkStatus(); }
 };
 
 class Region {

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -17,10 +18,24 @@ namespace {
 
 class MappedShm final : public RegionMemory {
  public:
-  MappedShm(void* map, size_t map_size, int64_t size) : map_(map), map_size_(map_size), size_(size) {}
+  // Takes `fd` (kept open to watch the object's size).
+  MappedShm(int fd, void* map, size_t map_size, int64_t offset, int64_t size, std::string name)
+      : fd_(fd), map_(map), map_size_(map_size), offset_(offset), size_(size),
+        name_(std::move(name)) {}
   ~MappedShm() override {
     pin_.reset();  // unpinned before it is unmapped
     munmap(map_, map_size_);
+    close(fd_);
+  }
+  absl::Status StillWhole() const override {
+    struct stat st {};
+    if (fstat(fd_, &st) != 0 || st.st_size < offset_ + size_) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "the shared-memory object '%s' shrank to %d bytes under its region [%d, %d); "
+          "unregister the region and register it again",
+          name_, static_cast<int64_t>(st.st_size), offset_, offset_ + size_));
+    }
+    return absl::OkStatus();
   }
   char* data() const override { return static_cast<char*>(map_); }
   int64_t size() const override { return size_; }
@@ -28,9 +43,11 @@ class MappedShm final : public RegionMemory {
   void set_pin(std::unique_ptr<HostPin> pin) { pin_ = std::move(pin); }
 
  private:
+  const int fd_;
   void* const map_;
   const size_t map_size_;
-  const int64_t size_;
+  const int64_t offset_, size_;
+  const std::string name_;
   std::unique_ptr<HostPin> pin_;
 };
 
@@ -95,7 +112,8 @@ absl::StatusOr<std::unique_ptr<RegionMemory>> MapSystemRegion(const std::string&
                         std::strerror(error));
     return error == EACCES ? absl::PermissionDeniedError(what) : absl::InternalError(what);
   }
-  auto memory = std::make_unique<MappedShm>(map, map_size, size);
+  auto memory = std::make_unique<MappedShm>(fd.fd, map, map_size, offset, size, shm_name);
+  fd.fd = -1;  // the mapping's now
   absl::StatusOr<std::unique_ptr<HostPin>> pin = backend.PinHost(map, static_cast<int64_t>(map_size));
   if (!pin.ok()) return pin.status();
   memory->set_pin(*std::move(pin));

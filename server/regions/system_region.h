@@ -3,7 +3,9 @@
 // Maps a system region: bytes [offset, offset + size) of the POSIX
 // shared-memory object `shm_name` (shm_open), read-write and shared, so the
 // server reads the client's inputs and writes its outputs in place. The
-// mapping holds the object open even if the client unlinks it.
+// mapping holds the object open even if the client unlinks it, and keeps a
+// descriptor to it so each request can check the object was not shrunk
+// under the region (RegionMemory::StillWhole).
 //
 // Errors name the field: NOT_FOUND for an object that does not exist,
 // PERMISSION_DENIED when the server may not open it, INVALID_ARGUMENT for

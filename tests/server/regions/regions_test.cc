@@ -5,6 +5,8 @@
 // region; and a client that goes without unregistering. The server's
 // mappings are read from /proc/<pid>/maps, so "unmapped" is observed, not
 // assumed. CUDA regions need a GPU: tests/server/regions/cuda_regions_test.cc.
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -478,6 +480,34 @@ TEST_F(RegionsTest, UnregisterReturnsWhenTheLastRequestEnds) {
   // ...and answers OK once it has ended.
   EXPECT_TRUE(unregistered.ok()) << unregistered.error_message();
   EXPECT_TRUE(Eventually([&] { return !Maps(server_->pid(), shm->name()); }));
+}
+
+// A client that shrinks its object under a registered region gets a clear
+// status for requests that use it; the server never touches the lost pages
+// (which would be SIGBUS) and keeps serving.
+TEST_F(RegionsTest, ShrunkObjectIsRefusedAndTheServerLives) {
+  const ProblemInputs in = MakeProblemInputs(AttentionProblem::SelfAttention(1, 64, 2, 64),
+                                             DType::kBFloat16, FreshSeed());
+  const int64_t q = Bytes(in.q);
+  auto shm = NewShm(2 * q);
+  ASSERT_NE(shm, nullptr);
+  Lease lease(*stub_);
+  pb::RegionInfo region;
+  ASSERT_TRUE(Register(*stub_, lease.id(), "s", shm->name(), 0, 2 * q, &region).ok());
+  const int fd = shm_open(shm->name().c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  close(fd);
+  pb::AttendRequest request = MakeRequest(in, "shrunk");
+  SetRef(request.mutable_out_ref(), region.region_id(), q, q);
+  auto context = ContextWithDeadline(absl::Seconds(60));
+  pb::AttendResponse response;
+  const grpc::Status status = stub_->Attend(context.get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << status.error_message();
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "shrank")) << status.error_message();
+  auto health = server_->Health();
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(*health, grpc::health::v1::HealthCheckResponse::SERVING);
 }
 
 // A client that goes without unregistering: when its lease call ends, the
