@@ -74,6 +74,14 @@ std::string AddressString(const sockaddr* address) {
   return absl::StrCat(text, ":", ntohs(v4->sin_port));
 }
 
+// The client's address of connection `fd`, for the log.
+std::string PeerOf(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "?";
+  return AddressString(reinterpret_cast<const sockaddr*>(&address));
+}
+
 void SetPort(sockaddr_storage* address, int port) {
   if (address->ss_family == AF_INET6) {
     reinterpret_cast<sockaddr_in6*>(address)->sin6_port = htons(static_cast<uint16_t>(port));
@@ -151,6 +159,7 @@ absl::StatusOr<std::unique_ptr<TcpAcceptor>> TcpAcceptor::Listen(const std::stri
   // Every address, like gRPC's listener ("localhost": 127.0.0.1 and ::1);
   // with port 0 the first picks the port and the others take the same.
   std::vector<Listener> listeners;
+  std::vector<std::string> failures;
   int port = host_port->port;
   int first_error = 0;
   for (const addrinfo* a = resolved; a != nullptr; a = a->ai_next) {
@@ -161,8 +170,8 @@ absl::StatusOr<std::unique_ptr<TcpAcceptor>> TcpAcceptor::Listen(const std::stri
     const int fd = ListenOn(address, a->ai_addrlen, &error);
     if (fd < 0) {
       if (first_error == 0) first_error = error;
-      LOGF(kDebug, "--listen=%s: cannot listen on %s: %s", listen,
-           AddressString(reinterpret_cast<sockaddr*>(&address)), Errno(error));
+      failures.push_back(absl::StrCat(AddressString(reinterpret_cast<sockaddr*>(&address)), ": ",
+                                      Errno(error)));
       continue;
     }
     sockaddr_storage bound{};
@@ -178,6 +187,10 @@ absl::StatusOr<std::unique_ptr<TcpAcceptor>> TcpAcceptor::Listen(const std::stri
   freeaddrinfo(resolved);
   if (listeners.empty()) {
     return absl::UnavailableError(absl::StrCat(cannot, Errno(first_error)));
+  }
+  // As gRPC's listener: serve on the addresses that bound, say which did not.
+  for (const std::string& failure : failures) {
+    LOGF(kWarning, "--listen=%s: not listening on %s", listen, failure);
   }
   const int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd < 0) {
@@ -292,11 +305,16 @@ void TcpAcceptor::AcceptAll(const Listener& listener) {
         }
         return;
       }
-      default:  // ENOBUFS, ENOMEM, or worse: wait and try again
-        LOGF(kError, "accept4 on %s: %s; retrying in %s", listener.address, Errno(error),
-             absl::FormatDuration(kRetryPause));
+      default: {  // ENOBUFS, ENOMEM, or worse: wait and try again
+        const absl::Time now = absl::Now();
+        if (now - error_logged_ >= kRefusalLogInterval) {
+          LOGF(kError, "accept4 on %s: %s; retrying every %s", listener.address, Errno(error),
+               absl::FormatDuration(kRetryPause));
+          error_logged_ = now;
+        }
         Pause(kRetryPause);
         return;
+      }
     }
   }
 }
@@ -319,16 +337,16 @@ TcpAcceptor::Refusal TcpAcceptor::RefuseWithSpare(const Listener& listener) {
 
 void TcpAcceptor::Admit(const Listener& listener, int fd) {
   if (!open_.AddIfBelow(fd, max_connections_)) {
-    close(fd);
     const int64_t refused = refused_over_limit_.fetch_add(1, std::memory_order_relaxed) + 1;
     const absl::Time now = absl::Now();
     if (now - over_limit_logged_ >= kRefusalLogInterval) {
       LOGF(kWarning,
-           "connection on %s refused: --max_connections=%d connections are open (%d refused "
-           "so far)",
-           listener.address, max_connections_, refused);
+           "connection from %s on %s refused: --max_connections=%d connections are open (%d "
+           "refused so far)",
+           PeerOf(fd), listener.address, max_connections_, refused);
       over_limit_logged_ = now;
     }
+    close(fd);
     return;
   }
   if (out_of_fds_) {

@@ -85,7 +85,10 @@ class TcpAcceptor {
   void Run();
   // Accepts until the backlog is empty or accepting must pause.
   void AcceptAll(const Listener& listener);
+  // Hands `fd` to gRPC, or closes it at once when max_connections_ are open.
   void Admit(const Listener& listener, int fd);
+  // Out of descriptors: frees the spare's to accept one waiting connection,
+  // closes it, and takes the spare back.
   Refusal RefuseWithSpare(const Listener& listener);
   // Waits `how_long`, or less if Stop() is called.
   void Pause(absl::Duration how_long);
@@ -100,10 +103,11 @@ class TcpAcceptor {
   OpenConnections open_;
   std::atomic<int64_t> refused_over_limit_{0};
   std::atomic<int64_t> refused_no_fds_{0};
-  // Accept thread only: when the last refusal was logged, and whether the
-  // descriptors have run out since the last connection was admitted.
+  // Accept thread only: when each kind of refusal or error was last logged,
+  // and whether descriptors have run out since the last connection admitted.
   absl::Time over_limit_logged_ = absl::InfinitePast();
   absl::Time no_fds_logged_ = absl::InfinitePast();
+  absl::Time error_logged_ = absl::InfinitePast();
   bool out_of_fds_ = false;
   std::thread thread_;
   bool closed_ = false;
