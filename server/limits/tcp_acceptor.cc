@@ -34,11 +34,12 @@ constexpr absl::Duration kRetryPause = absl::Milliseconds(50);
 constexpr absl::Duration kRefusalLogInterval = absl::Seconds(10);
 
 struct HostPort {
-  std::string host;  // without brackets; "" = every local address
+  std::string host;  // without brackets
   int port = 0;
 };
 
-// "host:port", "[v6]:port" or ":port"; nullopt for any other form.
+// "host:port" or "[v6]:port"; nullopt for any other form (":port" too,
+// which gRPC's listener refuses).
 std::optional<HostPort> SplitHostPort(absl::string_view listen) {
   const size_t colon = listen.rfind(':');
   if (colon == absl::string_view::npos) return std::nullopt;
@@ -49,10 +50,11 @@ std::optional<HostPort> SplitHostPort(absl::string_view listen) {
   } else if (absl::StrContains(host, ':') || absl::StrContains(host, '/')) {
     return std::nullopt;  // a scheme such as ipv4: or unix:, or an unbracketed IPv6 address
   }
+  if (host.empty()) return std::nullopt;
   HostPort result;
   const absl::string_view port = listen.substr(colon + 1);
   if (port.empty() || !std::all_of(port.begin(), port.end(), absl::ascii_isdigit) ||
-      !absl::SimpleAtoi(port, &result.port) || result.port > 65535) {
+      !absl::SimpleAtoi(port, &result.port)) {
     return std::nullopt;
   }
   result.host = std::string(host);
@@ -144,14 +146,16 @@ absl::StatusOr<std::unique_ptr<TcpAcceptor>> TcpAcceptor::Listen(const std::stri
   if (!Handles(listen) || !host_port.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(cannot, "not HOST:PORT"));
   }
+  if (host_port->port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(cannot, "the port must be 0 to 65535"));
+  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* resolved = nullptr;
   const std::string port_text = std::to_string(host_port->port);
-  const int gai = getaddrinfo(host_port->host.empty() ? nullptr : host_port->host.c_str(),
-                              port_text.c_str(), &hints, &resolved);
+  const int gai = getaddrinfo(host_port->host.c_str(), port_text.c_str(), &hints, &resolved);
   if (gai != 0) {
     return absl::UnavailableError(absl::StrCat(cannot, "cannot resolve '", host_port->host,
                                                "': ", gai_strerror(gai)));
