@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -80,6 +81,11 @@ ABSL_FLAG(double, drain_upload_idle_s, 1.0,
 ABSL_FLAG(int, max_concurrent_streams, 100,
           "Calls at once on one client connection (HTTP/2 MAX_CONCURRENT_STREAMS); more wait "
           "in the client.");
+ABSL_FLAG(int, max_connections, 0,
+          "Client connections open at once on a HOST:PORT --listen; one more is closed as soon "
+          "as it is accepted (the client sees UNAVAILABLE), counted and logged. 0 = the "
+          "open-file limit less 128 (or half of it), so connections alone never exhaust the "
+          "server's file descriptors.");
 ABSL_FLAG(int, copy_threads, attn::server::ServerOptions{}.copy_threads,
           "CUDA backend: helper threads that copy request tensors into pinned staging, shared "
           "by all streams (0 = each stream's worker copies alone).");
@@ -179,6 +185,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   options->stream_upload_timeout = absl::Seconds(absl::GetFlag(FLAGS_stream_upload_timeout_s));
   options->drain_upload_idle = absl::Seconds(absl::GetFlag(FLAGS_drain_upload_idle_s));
   options->max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  options->max_connections = absl::GetFlag(FLAGS_max_connections);
   options->stream_chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
   options->drain_delay = absl::Seconds(absl::GetFlag(FLAGS_drain_delay_s));
   options->drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
@@ -208,6 +215,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
       {"--max_stream_buffer_bytes", options->limits.max_stream_buffer_bytes, 0, int64_t{1} << 44},
       {"--max_admitted_bytes", options->limits.max_admitted_bytes, 0, int64_t{1} << 44},
       {"--max_concurrent_streams", options->max_concurrent_streams, 1, 1 << 20},
+      {"--max_connections", options->max_connections, 0, INT32_MAX},
       {"--streams_per_device", options->streams_per_device, 1, 16},
       {"--max_regions_per_lease", options->max_regions_per_lease, 1, 1 << 16},
       {"--cpu_threads", options->cpu_threads, 0, 1024},

@@ -19,6 +19,7 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "limits/fd_limit.h"
+#include "limits/tcp_acceptor.h"
 #include "observability/log.h"
 #include "observability/metrics_endpoint.h"
 #include "observability/prometheus_metrics.h"
@@ -68,6 +69,20 @@ class WithoutReflection : public grpc::ServerBuilderOption {
 // when something references it: without this a reflection client sees
 // grpc.health.v1.Health listed but cannot describe it.
 void LoadHealthDescriptor() { (void)grpc::health::v1::HealthCheckRequest::descriptor(); }
+
+// --max_connections, with 0 resolved against the open-file limit.
+int64_t MaxConnections(int configured, const FdLimit& fds) {
+  const int64_t within = ConnectionsWithinFdLimit(fds.soft);
+  if (configured == 0) return within;
+  if (configured > within) {
+    LOGF(kWarning,
+         "--max_connections=%d leaves too few of the %d file descriptors (open-file limit) "
+         "for the rest of the server; past %d connections accepts may fail with EMFILE "
+         "(refused until descriptors are free)",
+         configured, fds.soft, within);
+  }
+  return configured;
+}
 
 }  // namespace
 
@@ -129,7 +144,19 @@ absl::StatusOr<std::unique_ptr<AttentionServer>> AttentionServer::Create(
   grpc::ServerBuilder builder;
   builder.RegisterService(server->service_.get());
   if (!options.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
-  builder.AddListeningPort(options.listen, security.credentials, &server->port_);
+  // HOST:PORT: the server accepts, gRPC serves (limits/tcp_acceptor.h);
+  // other forms (unix:...) on gRPC's own listener.
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> to_grpc;
+  if (TcpAcceptor::Handles(options.listen)) {
+    ASSIGN_OR_RETURN(server->tcp_acceptor_,
+                     TcpAcceptor::Listen(options.listen,
+                                         MaxConnections(options.max_connections, fds)));
+    to_grpc = builder.experimental().AddExternalConnectionAcceptor(
+        grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
+        security.credentials);
+  } else {
+    builder.AddListeningPort(options.listen, security.credentials, &server->port_);
+  }
   int unix_bound = 0;
   if (!options.listen_unix.empty()) {
     // Same host only: tokens work without TLS here (server_credentials.h).
@@ -153,6 +180,10 @@ absl::StatusOr<std::unique_ptr<AttentionServer>> AttentionServer::Create(
                                ClampToIntMillis(options.drain_timeout));
   }
   server->grpc_server_ = builder.BuildAndStart();
+  if (server->tcp_acceptor_ != nullptr && server->grpc_server_ != nullptr) {
+    server->port_ = server->tcp_acceptor_->port();
+    server->tcp_acceptor_->Start(std::move(to_grpc));
+  }
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen,
                                                " (--listen): address in use or invalid"));
@@ -188,7 +219,11 @@ absl::Status AttentionServer::Start() {
   runtime_ = *std::move(runtime);
   if (metrics_ != nullptr) {
     runtime_->SetMetricsSink(metrics_.get());
-    metrics_->SetLoadSource([runtime = runtime_.get()]() { return runtime->Load(); });
+    metrics_->SetLoadSource([runtime = runtime_.get(), tcp = tcp_acceptor_.get()]() {
+      LoadSnapshot load = runtime->Load();
+      if (tcp != nullptr) load.connections = tcp->counts();
+      return load;
+    });
   }
   service_->Attach(runtime_.get());
   SetServing(true);
@@ -197,10 +232,12 @@ absl::Status AttentionServer::Start() {
 }
 
 std::string AttentionServer::Describe() const {
-  return absl::StrFormat("attn_server %s serving on %s (%s): %s%s", ATTN_VERSION, address_,
-                         security_, runtime_ != nullptr ? runtime_->Describe() : "not started",
-                         metrics_endpoint_ != nullptr ? " metrics=" + metrics_endpoint_->url()
-                                                      : "");
+  return absl::StrFormat(
+      "attn_server %s serving on %s (%s): %s%s%s", ATTN_VERSION, address_, security_,
+      runtime_ != nullptr ? runtime_->Describe() : "not started",
+      tcp_acceptor_ != nullptr ? absl::StrCat(" max_connections=", tcp_acceptor_->counts().limit)
+                               : "",
+      metrics_endpoint_ != nullptr ? " metrics=" + metrics_endpoint_->url() : "");
 }
 
 void AttentionServer::Shutdown() {
@@ -234,6 +271,8 @@ void AttentionServer::Shutdown() {
   }
   // What gRPC cancels now was ended by the server, not by its client.
   if (runtime_ != nullptr) runtime_->BeginCancellingCalls();
+  // gRPC drops (and leaks) connections handed to it once it shuts down.
+  if (tcp_acceptor_ != nullptr) tcp_acceptor_->Stop();
   grpc_server_->Shutdown(absl::ToChronoTime(absl::Now()));
   // No call is left to submit work; let the workers finish and join them.
   if (runtime_ != nullptr) runtime_->Stop();

@@ -33,6 +33,7 @@ class AttentionService;
 class MetricsEndpoint;
 class PrometheusMetrics;
 class Runtime;
+class TcpAcceptor;
 
 class AttentionServer {
  public:
@@ -61,6 +62,8 @@ class AttentionServer {
   ServerOptions options_;
   std::unique_ptr<AttentionService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
+  // Accepts for grpc_server_ on a HOST:PORT listen (null for unix:).
+  std::unique_ptr<TcpAcceptor> tcp_acceptor_;
   // Declared before runtime_ so they outlive it (the runtime feeds them).
   std::shared_ptr<PrometheusMetrics> metrics_;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;

@@ -134,6 +134,10 @@ struct ServerOptions {
   // HTTP/2 MAX_CONCURRENT_STREAMS: calls at once on one client connection;
   // more wait in the client until one ends.
   int max_concurrent_streams = 100;
+  // Client connections open at once (TCP HOST:PORT listeners); one more is
+  // closed as soon as it is accepted. 0: the open-file limit less a reserve
+  // (limits/fd_limit.h), so connections alone never exhaust descriptors.
+  int max_connections = 0;
 
   // After SIGTERM/SIGINT: keep serving this long with health NOT_SERVING so
   // load balancers stop routing, then refuse new calls...

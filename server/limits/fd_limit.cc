@@ -2,7 +2,9 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace attn::server {
@@ -24,6 +26,12 @@ FdLimit RaiseFdLimit() {
   }
   result.soft = limit.rlim_cur;
   return result;
+}
+
+int64_t ConnectionsWithinFdLimit(uint64_t soft) {
+  constexpr uint64_t kKeptForTheRest = 128;
+  const uint64_t kept = std::min(kKeptForTheRest, soft / 2);
+  return static_cast<int64_t>(std::min<uint64_t>(soft - kept, INT32_MAX));
 }
 
 }  // namespace attn::server

@@ -23,6 +23,12 @@ struct FdLimit {
 // Raises the soft RLIMIT_NOFILE to the hard limit.
 FdLimit RaiseFdLimit();
 
+// The connection cap that keeps the server clear of its open-file limit
+// `soft`: the limit less what the rest of the process may hold (gRPC's
+// polling, the metrics endpoint and its clients, CUDA's device files, logs):
+// 128 descriptors, or half the limit when that is smaller.
+int64_t ConnectionsWithinFdLimit(uint64_t soft);
+
 }  // namespace attn::server
 
 #endif  // ATTN_SERVER_LIMITS_FD_LIMIT_H_

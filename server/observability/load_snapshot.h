@@ -13,6 +13,14 @@
 
 namespace attn::server {
 
+// Client connections of the TCP listener (limits/tcp_acceptor.h).
+struct ConnectionCounts {
+  int64_t open = 0;                // connections gRPC holds now
+  int64_t limit = 0;               // --max_connections (resolved)
+  int64_t refused_over_limit = 0;  // closed at once: `limit` connections were open
+  int64_t refused_no_fds = 0;      // closed at once: no file descriptor (EMFILE/ENFILE)
+};
+
 struct LoadSnapshot {
   int64_t queued = 0;   // jobs waiting for a worker
   int64_t running = 0;  // jobs a worker is running
@@ -22,6 +30,9 @@ struct LoadSnapshot {
   int64_t stream_buffer_limit_bytes = 0;
   int64_t admitted_bytes = 0;
   int64_t admitted_limit_bytes = 0;
+
+  // Filled by the server, not Runtime::Load (all 0 on a unix: listener).
+  ConnectionCounts connections;
 
   // One per scheduler worker, in the scheduler's order.
   struct Worker {

@@ -80,6 +80,32 @@ MetricFamily Gauge(const std::string& name, const std::string& help, double valu
   return family;
 }
 
+// The TCP listener's connections (limits/tcp_acceptor.h): gauges, and the
+// refusals as a counter by reason.
+void AddConnectionMetrics(const ConnectionCounts& c, std::vector<MetricFamily>* families) {
+  families->push_back(Gauge("attn_connections_open",
+                            "Client connections open on the TCP listener.",
+                            static_cast<double>(c.open)));
+  families->push_back(Gauge("attn_connections_limit",
+                            "--max_connections: the most client connections open at once.",
+                            static_cast<double>(c.limit)));
+  MetricFamily refused{"attn_connections_refused_total",
+                       "Client connections closed as soon as they were accepted, by reason: "
+                       "max_connections (the cap was reached) or no_file_descriptors "
+                       "(EMFILE/ENFILE).",
+                       MetricType::Counter,
+                       {}};
+  for (const auto& [reason, count] : {std::pair<const char*, int64_t>{"max_connections",
+                                                                      c.refused_over_limit},
+                                      {"no_file_descriptors", c.refused_no_fds}}) {
+    ClientMetric metric;
+    metric.label = {{"reason", reason}};
+    metric.counter.value = static_cast<double>(count);
+    refused.metric.push_back(std::move(metric));
+  }
+  families->push_back(std::move(refused));
+}
+
 }  // namespace
 
 PrometheusMetrics::PrometheusMetrics()
@@ -152,6 +178,7 @@ std::vector<MetricFamily> PrometheusMetrics::Collect() const {
     health.metric.push_back(std::move(metric));
   }
   families.push_back(std::move(health));
+  AddConnectionMetrics(load.connections, &families);
   return families;
 }
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -106,6 +107,8 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(Options opti
   sigset_t empty_mask;
   sigemptyset(&empty_mask);
   const pid_t parent = getpid();
+  struct rlimit open_files {};
+  open_files.rlim_cur = open_files.rlim_max = static_cast<rlim_t>(process->options_.max_open_files);
   int log_fd = -1;
   if (!process->options_.log_path.empty()) {
     log_fd = open(process->options_.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
@@ -126,6 +129,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(Options opti
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     if (log_fd >= 0) dup2(log_fd, STDERR_FILENO);  // dup2 clears O_CLOEXEC on the copy
+    if (open_files.rlim_max > 0 && setrlimit(RLIMIT_NOFILE, &open_files) != 0) _exit(126);
     execv(argv[0], argv.data());
     _exit(127);  // exec failed
   }

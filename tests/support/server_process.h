@@ -67,6 +67,9 @@ class ServerProcess {
     // What NewChannel() and Health() connect with (a TLS server needs TLS
     // credentials); null: insecure.
     std::shared_ptr<grpc::ChannelCredentials> credentials;
+    // When > 0, the child's open-file limit, soft and hard (as `prlimit
+    // --nofile=N:N`), so the server cannot raise it; 0: inherited.
+    int max_open_files = 0;
   };
 
   // Starts attn_server and waits until it serves. Errors: DEADLINE_EXCEEDED

@@ -50,12 +50,7 @@ class CancellationTest : public ::testing::Test {
 
   // The log line of request `id` (empty until it is written).
   std::string LogLineOf(const std::string& id) {
-    const std::string log = ReadWholeFile(log_path_);
-    const size_t at = log.find("id=" + id + " ");
-    if (at == std::string::npos) return "";
-    const size_t end = log.find('\n', at);
-    if (end == std::string::npos) return "";
-    return log.substr(at, end - at);
+    return RequestLogLine(ReadWholeFile(log_path_), id);
   }
 
   std::string log_path_;

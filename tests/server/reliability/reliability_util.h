@@ -6,6 +6,7 @@
 #ifndef ATTN_TESTS_SERVER_RELIABILITY_RELIABILITY_UTIL_H_
 #define ATTN_TESTS_SERVER_RELIABILITY_RELIABILITY_UTIL_H_
 
+#include <cmath>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -48,6 +49,14 @@ inline rpb::AttendRequest SmallAttend(const std::string& id) {
 }
 constexpr int64_t kSmallCallBytes = 4 * 4096;
 
+// `out` of a bf16 call on `in` against float64 (default softmax scale):
+// every element finite, relative L2 error below 1e-2 (plumbing mistakes
+// give errors of order 1).
+inline ::testing::AssertionResult MatchesReference(const HostInputs& in, const std::string& out) {
+  return OutputMatchesReference(in, 1.0 / std::sqrt(static_cast<double>(in.shape.head_dim)), out,
+                                1e-2);
+}
+
 // An AttendStream call that has sent its header and nothing more.
 struct HeldUpload {
   std::unique_ptr<grpc::ClientContext> context = ContextWithDeadline(absl::Seconds(300));
@@ -72,6 +81,16 @@ inline std::string ReadWholeFile(const std::string& path) {
   std::stringstream text;
   text << file.rdbuf();
   return text.str();
+}
+
+// The request-log line of call `id` in `log` (the server's log text), from
+// "id=" to the end of the line; empty until it is written.
+inline std::string RequestLogLine(const std::string& log, const std::string& id) {
+  const size_t at = log.find("id=" + id + " ");
+  if (at == std::string::npos) return "";
+  const size_t end = log.find('\n', at);
+  if (end == std::string::npos) return "";
+  return log.substr(at, end - at);
 }
 
 // A fresh path for a server log under $TMPDIR.
