@@ -17,8 +17,7 @@ absl::StatusOr<std::vector<WorkerFault>> ParseWorkerFaults(absl::string_view spe
     const std::vector<absl::string_view> parts = absl::StrSplit(pair, ':');
     WorkerFault fault;
     if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &fault.worker) ||
-        !absl::SimpleAtoi(parts[1], &fault.good_jobs) || fault.worker < 0 ||
-        fault.good_jobs < 0) {
+        !absl::SimpleAtoi(parts[1], &fault.good_jobs) || fault.worker < 0 || fault.good_jobs < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           kWorkerFaultFlag, ": '", pair,
           "' is not WORKER:GOOD_JOBS (two non-negative integers, e.g. \"1:0\": worker 1 "

@@ -86,8 +86,7 @@ TEST(FaultInjectingExecutorTest, RunsGoodJobsThenFailsForGoodWithoutRunning) {
     job.out = &out;
     const absl::Status status = executor.Run(job);
     EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
-    EXPECT_TRUE(absl::StrContains(status.message(), "injected device fault on worker 1"))
-        << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "injected device fault on worker 1")) << status;
     EXPECT_TRUE(absl::StrContains(status.message(), kWorkerFaultFlag)) << status;
     EXPECT_TRUE(out.empty()) << "a failed job writes no output";
     EXPECT_FALSE(executor.Healthy());
@@ -105,8 +104,8 @@ TEST(FaultInjectingExecutorTest, WrapsOnlyTheNamedWorkersAndRefusesUnknownOnes) 
 
   const absl::Status unknown = InjectWorkerFaults({{1, 0}, {3, 0}}, &executors);
   EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(unknown.message(),
-                                absl::StrCat(kWorkerFaultFlag, " names worker 3")))
+  EXPECT_TRUE(
+      absl::StrContains(unknown.message(), absl::StrCat(kWorkerFaultFlag, " names worker 3")))
       << unknown;
   EXPECT_TRUE(absl::StrContains(unknown.message(), "3 worker(s)")) << unknown;
   EXPECT_EQ(executors[1]->Name(), "w1") << "a refused spec wraps nothing";
