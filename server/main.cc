@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -146,6 +147,11 @@ ABSL_FLAG(int, metrics_port, 0,
 ABSL_FLAG(std::string, metrics_address, "",
           "IPv4 address (or localhost) the metrics port listens on, e.g. 127.0.0.1 or "
           "0.0.0.0; empty = the host of --listen.");
+ABSL_FLAG(std::string, test_inject_worker_faults, "",
+          "TEST ONLY, never in production: make workers fail like a GPU with a sticky error. "
+          "Comma-separated WORKER:GOOD_JOBS pairs, e.g. \"1:0\": worker WORKER (numbered as "
+          "attn_worker_healthy's worker label) runs GOOD_JOBS jobs, then answers the next with "
+          "INTERNAL and retires. Empty = off.");
 
 namespace {
 
@@ -204,6 +210,13 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   options->request_log_level = absl::GetFlag(FLAGS_request_log_level);
   options->metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options->metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  absl::StatusOr<std::vector<attn::server::WorkerFault>> faults =
+      attn::server::ParseWorkerFaults(absl::GetFlag(FLAGS_test_inject_worker_faults));
+  if (!faults.ok()) {
+    *error = std::string(faults.status().message());
+    return false;
+  }
+  options->test_worker_faults = *std::move(faults);
 
   struct Range {
     const char* flag;

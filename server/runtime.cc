@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "backends/backend.h"
 #include "backends/cuda_executor.h"
+#include "backends/fault_injecting_executor.h"
 #include "google/protobuf/stubs/common.h"
 #include "grpcpp/grpcpp.h"
 #include "status_util.h"
@@ -49,6 +50,7 @@ Runtime::Runtime(const ServerOptions& options, KernelCatalog catalog)
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const ServerOptions& options,
                                                          absl::AnyInvocable<void()> on_all_failed) {
   ASSIGN_OR_RETURN(BackendSetup setup, CreateBackend(options));
+  RETURN_IF_ERROR(InjectWorkerFaults(options.test_worker_faults, &setup.executors));
   std::unique_ptr<Runtime> runtime(new Runtime(options, std::move(setup.catalog)));
   runtime->devices_ = std::move(setup.devices);
   runtime->choice_reason_ = std::move(setup.choice_reason);

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "attn/dtype.h"
 #include "attn/http2_tuning.h"
+#include "backends/worker_fault_spec.h"
 #include "observability/log.h"
 
 namespace attn::server {
@@ -174,6 +175,11 @@ struct ServerOptions {
   // Level of the one-line-per-request log (failures with INTERNAL, UNKNOWN
   // or DATA_LOSS are always logged at error).
   LogLevel request_log_level = LogLevel::kInfo;
+
+  // TEST ONLY (--test_inject_worker_faults): workers made to fail like a GPU
+  // with a sticky error (backends/fault_injecting_executor.h). Empty, and
+  // so off, unless a test asks.
+  std::vector<WorkerFault> test_worker_faults;
 };
 
 }  // namespace attn::server

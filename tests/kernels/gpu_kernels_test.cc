@@ -9,7 +9,9 @@
 // combinations. Fresh random inputs every run (the seed is printed); outputs
 // and LSE poisoned with NaN before each launch, so every element must be
 // written, finite and close; rows that see no key must be exactly 0 with LSE
-// -inf.
+// -inf. SanitizerSweep runs every kernel variant once on the smallest
+// problems, for compute-sanitizer (bench/run_compute_sanitizer.sh).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -551,6 +553,73 @@ TEST_P(GpuKernelsTest, RefusesBadArguments) {
   ATTN_ASSERT_CUDA(cudaDeviceSynchronize());
   // Nothing ran: the output is still poison.
   for (uint16_t bits : out.ToHost<uint16_t>()) ASSERT_EQ(bits, 0xffff);
+}
+
+// compute-sanitizer's sweep (bench/run_compute_sanitizer.sh runs memcheck,
+// racecheck, synccheck and initcheck over this test alone): every
+// registered GPU kernel, fp16 and bf16, on the smallest problems that reach
+// each of its compiled variants, so each tool covers every kernel in bounded
+// time (racecheck slows kernels by orders of magnitude, in proportion to
+// their shared-memory accesses). Outputs are checked as in the tests above.
+//
+// A ladder kernel (even lengths, no mask: one variant per dtype) gets one
+// tile's rows, [1, seq_multiple, 16, 128]: 16 heads of 128 give the row
+// stride step 16 compiles in, so k16 runs its static-stride kernel (other
+// strides run step 15's). flash_fwd gets, per head_dim, one problem per
+// launch variant (lengths even or not x masked or not), with LSE, GQA/MQA,
+// Sq != Sk, a two-sided window, varlen and strides spread over them.
+std::vector<GpuCase> SweepCases(const KernelInfo& kernel) {
+  std::vector<GpuCase> cases;
+  if (!kernel.caps.causal) {
+    const int64_t rows = std::max(1, kernel.caps.seq_multiple);
+    for (int d : kernel.caps.head_dims) {
+      cases.push_back(Make(absl::StrCat("sweep ladder D=", d),
+                           DenseProblem(1, rows, rows, 16, 16, d, false, false)));
+    }
+    return cases;
+  }
+  for (int d : kernel.caps.head_dims) {
+    const std::string dim = absl::StrCat(" D=", d);
+    // 128 rows are a multiple of every tile's block_m and block_n (powers of
+    // two up to 128): even. 7 rows, or varlen, are never even.
+    cases.push_back(Make("sweep even, LSE" + dim, DenseProblem(1, 128, 128, 2, 2, d)));
+    cases.push_back(Make("sweep even masked: causal MQA, no LSE" + dim,
+                         DenseProblem(1, 128, 128, 2, 1, d, true, false)));
+    cases.push_back(Make("sweep uneven: Sq<Sk GQA strided, LSE" + dim,
+                         DenseProblem(2, 7, 100, 4, 2, d), /*strided=*/true));
+    cases.push_back(Varlen("sweep uneven masked: varlen window GQA, LSE" + dim,
+                           Window(DenseProblem(0, 0, 0, 4, 2, d), 16, 4), {1, 70, 0},
+                           {5, 130, 3}));
+  }
+  return cases;
+}
+
+TEST(SanitizerSweep, EveryKernelVariantOnce) {
+  ATTN_SKIP_WITHOUT_GPU();
+  const std::vector<KernelHandle> kernels = AllGpuKernels();
+  ASSERT_FALSE(kernels.empty());
+  int covered = 0, runs = 0;
+  for (const KernelHandle& kernel : kernels) {
+    const std::vector<GpuCase> cases = SweepCases(kernel.info());
+    ASSERT_FALSE(cases.empty()) << kernel.info().name << " has no sweep problem";
+    for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+      for (const GpuCase& c : cases) {
+        ASSERT_TRUE(Accepts(kernel.info(), c))
+            << kernel.info().name << " refuses its sweep problem " << c.name << " "
+            << c.problem.ToString();
+        DeviceCase device(c, dtype);
+        ASSERT_NO_FATAL_FAILURE(device.Prepare());
+        ASSERT_NO_FATAL_FAILURE(device.Check(kernel));
+        ++runs;
+        // Its line is out even if a sanitizer's time limit kills the run.
+        std::fflush(stdout);
+      }
+    }
+    ++covered;
+  }
+  // bench/run_compute_sanitizer.sh reads this line.
+  std::printf("sanitizer sweep: %d of %zu registered GPU kernels covered, %d runs\n", covered,
+              kernels.size(), runs);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDTypes, GpuKernelsTest,
