@@ -23,6 +23,7 @@
 #include "attn/client/shared_memory.h"
 #include "attnserve/v1/attention.grpc.pb.h"
 #include "e2e_util.h"
+#include "reliability_util.h"  // Eventually
 #include "grpc/grpc.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -34,16 +35,6 @@ namespace attn::testing {
 namespace {
 
 namespace pb = ::attnserve::v1;
-
-template <typename Predicate>
-bool Eventually(Predicate predicate, absl::Duration bound = absl::Seconds(60)) {
-  const absl::Time deadline = absl::Now() + bound;
-  while (absl::Now() < deadline) {
-    if (predicate()) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return predicate();
-}
 
 // Whether process `pid` maps the shared-memory object `shm_name`.
 bool Maps(pid_t pid, const std::string& shm_name) {
