@@ -42,7 +42,7 @@ from attnserve_client import cuda_ipc  # noqa: E402
 
 TOLERANCE = 1e-2
 SEED = int.from_bytes(os.urandom(4), "little")
-WAIT_S = 10  # bound on waiting for the server or the resource tracker to act
+WAIT_S = 30  # bound on waiting for the server or the resource tracker to act
 
 
 def setUpModule():
