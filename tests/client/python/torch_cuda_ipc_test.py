@@ -11,7 +11,13 @@ Skips, saying why, without torch or a CUDA device. Otherwise:
   the output in registered CUDA tensors go by reference (paths cuda_ipc),
   the output is written into the given tensor in place, and it matches
   torch's own attention and the same call with the tensors sent inline;
-  through both transports.
+  through both transports; a region that does not start at a multiple of
+  16 bytes is refused.
+
+ctest runs it with ATTN_PYTHON (Debian's python3, usually without torch);
+with the interpreter that has torch:
+  PYTHONPATH=<build>/client/python ATTN_SERVER_BINARY=<build>/server/attn_server \
+      python3 tests/client/python/torch_cuda_ipc_test.py
 """
 
 import os
@@ -137,6 +143,19 @@ class CudaRegionAttendTest(unittest.TestCase):
 
     def test_native(self):
         self.check_transport("native")
+
+    def test_a_region_not_16_byte_aligned_is_refused(self):
+        # The kernel would use it in place with 16-byte loads and fault.
+        from attnserve_client import AttnServeError, Client, cuda_ipc
+
+        tensor = torch.zeros(4096, dtype=torch.bfloat16, device="cuda")
+        export = cuda_ipc.export(tensor)
+        with Client(self.server.address) as client:
+            with self.assertRaises(AttnServeError) as caught:
+                client.register_cuda_region("odd", export.ipc_handle, export.device,
+                                            export.offset + 8, export.byte_size - 8)
+        self.assertEqual(caught.exception.code().name, "INVALID_ARGUMENT")
+        self.assertIn("cuda.offset is", caught.exception.details())
 
     def test_grpcio(self):
         try:
