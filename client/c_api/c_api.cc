@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -86,14 +87,34 @@ absl::Status CopyOffsets(const char* name, const int32_t* offsets, int64_t batch
   return absl::OkStatus();
 }
 
+// A reference as the C++ client takes it; unset when region_id is NULL or "".
+attn::TensorRef RefFromC(const attn_client_tensor_ref_t& ref) {
+  return attn::TensorRef{OrEmpty(ref.region_id), ref.offset, ref.byte_size};
+}
+
+// Points `tensor` at the caller's `data`, or `ref` at its region: one of them.
+absl::Status BorrowOrRefer(const char* name, const void* data, int64_t bytes,
+                           const attn_client_tensor_ref_t* ref, absl::string_view* tensor,
+                           attn::TensorRef* to) {
+  if (ref != nullptr) *to = RefFromC(*ref);
+  if (!to->set()) return Borrow(name, data, bytes, tensor);
+  if (data != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " and refs->", name,
+                                                   " are both set; give ", name,
+                                                   " inline or by reference (", name, " NULL)"));
+  }
+  return absl::OkStatus();
+}
+
 // The call's inputs, borrowed from the caller's buffers once their geometry
-// is known to be readable.
+// is known to be readable, or named by `refs` (may be null).
 absl::StatusOr<attn::AttentionInputs> Inputs(int dtype, const void* q, const void* k, const void* v,
                                              const int32_t* cu_seqlens_q,
                                              const int32_t* cu_seqlens_k, int64_t batch,
                                              int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,
                                              int64_t heads_kv, int64_t head_dim, int64_t total_q,
-                                             int64_t total_k) {
+                                             int64_t total_k,
+                                             const attn_client_tensor_refs_t* refs) {
   absl::StatusOr<attn::DType> type = attn::DTypeFromC(dtype);
   if (!type.ok()) return type.status();
   attn::AttentionInputs in;
@@ -120,9 +141,22 @@ absl::StatusOr<attn::AttentionInputs> Inputs(int dtype, const void* q, const voi
     q_bytes = TensorBytes({batch, seqlen_q, heads_q, head_dim});
     kv_bytes = TensorBytes({batch, in.SeqLenKv(), in.NumHeadsKv(), head_dim});
   }
-  if (absl::Status s = Borrow("q", q, q_bytes, &in.borrowed_q); !s.ok()) return s;
-  if (absl::Status s = Borrow("k", k, kv_bytes, &in.borrowed_k); !s.ok()) return s;
-  if (absl::Status s = Borrow("v", v, kv_bytes, &in.borrowed_v); !s.ok()) return s;
+  const bool by_ref = refs != nullptr;
+  if (absl::Status s =
+          BorrowOrRefer("q", q, q_bytes, by_ref ? &refs->q : nullptr, &in.borrowed_q, &in.q_ref);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          BorrowOrRefer("k", k, kv_bytes, by_ref ? &refs->k : nullptr, &in.borrowed_k, &in.k_ref);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          BorrowOrRefer("v", v, kv_bytes, by_ref ? &refs->v : nullptr, &in.borrowed_v, &in.v_ref);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = in.Validate(); !s.ok()) return s;
   return in;
 }
@@ -190,6 +224,155 @@ absl::StatusOr<std::string> SerializeResult(absl::StatusOr<T> message) {
 
 absl::Status NullClient() { return absl::InvalidArgumentError("client is NULL"); }
 
+// 0 for OK (leaving `error` as it was), else ReportToC.
+int Report(const absl::Status& status, char* error, size_t error_size) {
+  return status.ok() ? 0 : ReportToC(status, error, error_size);
+}
+
+// Structs that start with struct_size: fields are only ever appended, so a
+// caller's struct is usable when it reaches the end of the first version's
+// fields; a larger (newer) one is read up to what this library knows.
+constexpr size_t kRefsFirstVersionBytes =
+    offsetof(attn_client_tensor_refs_t, lse) + sizeof(attn_client_tensor_ref_t);
+constexpr size_t kPathsFirstVersionBytes = offsetof(attn_client_tensor_paths_t, lse) + sizeof(int);
+
+absl::Status CheckStructSize(const char* name, size_t given, size_t needed, const char* type) {
+  if (given >= needed) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(name, "->struct_size is ", given,
+                                                 "; it must be at least ", needed,
+                                                 " (set it to sizeof(", type, "))"));
+}
+
+int PathToC(attn::TensorPath path) {
+  switch (path) {
+    case attn::TensorPath::kUnspecified:
+      return ATTN_TENSOR_PATH_UNSPECIFIED;
+    case attn::TensorPath::kInline:
+      return ATTN_TENSOR_PATH_INLINE;
+    case attn::TensorPath::kSystemShm:
+      return ATTN_TENSOR_PATH_SYSTEM_SHM;
+    case attn::TensorPath::kCudaIpc:
+      return ATTN_TENSOR_PATH_CUDA_IPC;
+  }
+  return ATTN_TENSOR_PATH_UNSPECIFIED;
+}
+
+void FillPaths(const attn::ServerTiming& server, attn_client_tensor_paths_t* paths) {
+  attn_client_tensor_paths_t all{};
+  all.struct_size = paths->struct_size;
+  all.q = PathToC(server.q_path);
+  all.k = PathToC(server.k_path);
+  all.v = PathToC(server.v_path);
+  all.out = PathToC(server.out_path);
+  all.lse = PathToC(server.lse_path);
+  std::memcpy(paths, &all, std::min(paths->struct_size, sizeof(all)));
+}
+
+// attn_client_attend and attn_client_attend_refs; `refs` (the caller's,
+// checked and copied) and `paths` may be null.
+absl::Status Attend(attn_client_t* client, const char* kernel, int dtype, const void* q,
+                    const void* k, const void* v, void* out, float* lse,
+                    const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_k, int64_t batch,
+                    int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv,
+                    int64_t head_dim, int causal, int64_t window_left, int64_t window_right,
+                    float softmax_scale, int64_t total_q, int64_t total_k, double timeout_s,
+                    int transport, const char* request_id, const attn_client_tensor_refs_t* refs,
+                    attn_client_timing_t* timing, attn_client_tensor_paths_t* paths) {
+  const int64_t start = NowNs();
+  if (client == nullptr) return NullClient();
+  const attn::TensorRef out_ref = refs != nullptr ? RefFromC(refs->out) : attn::TensorRef{};
+  const attn::TensorRef lse_ref = refs != nullptr ? RefFromC(refs->lse) : attn::TensorRef{};
+  if (out_ref.set() && out != nullptr) {
+    return absl::InvalidArgumentError(
+        "out and refs->out are both set; the output goes to one (out NULL)");
+  }
+  if (!out_ref.set() && out == nullptr) {
+    return absl::InvalidArgumentError(refs != nullptr ? "out is NULL and refs->out is unset"
+                                                      : "out is NULL");
+  }
+  if (lse_ref.set() && lse != nullptr) {
+    return absl::InvalidArgumentError(
+        "lse and refs->lse are both set; the LSE goes to one (lse NULL)");
+  }
+  absl::StatusOr<attn::AttentionInputs> in =
+      Inputs(dtype, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, seqlen_q, seqlen_k, heads_q,
+             heads_kv, head_dim, total_q, total_k, refs);
+  if (!in.ok()) return in.status();
+  attn::AttendOptions options;
+  absl::StatusOr<attn::Transport> how = TransportFromC(transport);
+  if (!how.ok()) return how.status();
+  options.transport = *how;
+  options.kernel = OrEmpty(kernel);
+  if (softmax_scale != 0.0f) options.softmax_scale = softmax_scale;
+  options.causal = causal != 0;
+  options.window_left = window_left;
+  options.window_right = window_right;
+  options.return_lse = lse != nullptr || lse_ref.set();
+  options.out_ref = out_ref;
+  options.lse_ref = lse_ref;
+  options.request_id = OrEmpty(request_id);
+  // The C++ client reads a timeout <= 0 as "the default"; a negative one is
+  // a deadline already past, as in gRPC: the call fails without being sent.
+  if (timeout_s < 0) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("Attend to ", client->client->options().address,
+                     ": the deadline passed before the call (timeout_s is ", timeout_s, ")"));
+  }
+  options.timeout = absl::Seconds(timeout_s);
+  const int64_t copied_in = NowNs();
+
+  absl::StatusOr<attn::AttendResult> result = client->client->Attend(*in, options);
+  if (!result.ok()) return result.status();
+
+  const int64_t copy_out_start = NowNs();
+  // Outputs written to regions are not in the response.
+  const size_t out_bytes = out != nullptr ? static_cast<size_t>(in->QBytes()) : 0;
+  const size_t lse_bytes = lse != nullptr ? in->LseElements() * sizeof(float) : 0;
+  if (result->out.size() != out_bytes || result->lse.size() * sizeof(float) != lse_bytes) {
+    return absl::InternalError(
+        absl::StrCat("Attend to ", client->client->options().address, ": the response has ",
+                     result->out.size(), " output and ", result->lse.size() * sizeof(float),
+                     " LSE bytes; the request needs ", out_bytes, " and ", lse_bytes));
+  }
+  if (out_bytes > 0) std::memcpy(out, result->out.data(), out_bytes);
+  if (lse_bytes > 0) std::memcpy(lse, result->lse.data(), lse_bytes);
+  const int64_t end = NowNs();
+  if (timing != nullptr) {
+    FillTiming(*result, copied_in - start, end - copy_out_start, end - start, timing);
+  }
+  if (paths != nullptr) FillPaths(result->server, paths);
+  return absl::OkStatus();
+}
+
+// Registers through `register_region` and writes the region's id.
+template <typename Register>
+int RegisterRegion(attn_client_t* client, const char* name, char* region_id, size_t region_id_size,
+                   char* error, size_t error_size, Register register_region) {
+  if (client == nullptr) return ReportToC(NullClient(), error, error_size);
+  if (region_id == nullptr || region_id_size < ATTN_CLIENT_REGION_ID_BYTES) {
+    return ReportToC(
+        absl::InvalidArgumentError(absl::StrCat(
+            "region_id must hold ATTN_CLIENT_REGION_ID_BYTES (", ATTN_CLIENT_REGION_ID_BYTES,
+            ") bytes; region_id_size is ", region_id == nullptr ? 0 : region_id_size)),
+        error, error_size);
+  }
+  absl::StatusOr<attnserve::v1::RegionInfo> info = register_region(OrEmpty(name));
+  if (!info.ok()) return ReportToC(info.status(), error, error_size);
+  const std::string& id = info->region_id();
+  if (id.size() >= region_id_size) {
+    // Not usable by the caller: take it back rather than leave it registered.
+    (void)client->client->UnregisterRegion(OrEmpty(name));
+    return ReportToC(
+        absl::InternalError(absl::StrCat("the server's region id has ", id.size(),
+                                         " bytes; region_id holds ", region_id_size - 1)),
+        error, error_size);
+  }
+  std::memcpy(region_id, id.data(), id.size());
+  region_id[id.size()] = '\0';
+  return 0;
+}
+
+
 }  // namespace
 
 extern "C" void attn_client_options_init(attn_client_options_t* options) {
@@ -253,57 +436,88 @@ extern "C" int attn_client_attend(
     int64_t head_dim, int causal, int64_t window_left, int64_t window_right, float softmax_scale,
     int64_t total_q, int64_t total_k, double timeout_s, int transport, const char* request_id,
     attn_client_timing_t* timing, char* error, size_t error_size) {
-  const int64_t start = NowNs();
+  return Report(Attend(client, kernel, dtype, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, batch,
+                       seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, causal, window_left,
+                       window_right, softmax_scale, total_q, total_k, timeout_s, transport,
+                       request_id, /*refs=*/nullptr, timing, /*paths=*/nullptr),
+                error, error_size);
+}
+
+extern "C" int attn_client_attend_refs(
+    attn_client_t* client, const char* kernel, int dtype, const void* q, const void* k,
+    const void* v, void* out, float* lse, const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_k,
+    int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv,
+    int64_t head_dim, int causal, int64_t window_left, int64_t window_right, float softmax_scale,
+    int64_t total_q, int64_t total_k, double timeout_s, int transport, const char* request_id,
+    const attn_client_tensor_refs_t* refs, attn_client_timing_t* timing,
+    attn_client_tensor_paths_t* paths, char* error, size_t error_size) {
+  attn_client_tensor_refs_t known{};
+  if (refs != nullptr) {
+    if (absl::Status s = CheckStructSize("refs", refs->struct_size, kRefsFirstVersionBytes,
+                                         "attn_client_tensor_refs_t");
+        !s.ok()) {
+      return ReportToC(s, error, error_size);
+    }
+    std::memcpy(&known, refs, std::min(refs->struct_size, sizeof(known)));
+  }
+  if (paths != nullptr) {
+    if (absl::Status s = CheckStructSize("paths", paths->struct_size, kPathsFirstVersionBytes,
+                                         "attn_client_tensor_paths_t");
+        !s.ok()) {
+      return ReportToC(s, error, error_size);
+    }
+  }
+  return Report(Attend(client, kernel, dtype, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, batch,
+                       seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, causal, window_left,
+                       window_right, softmax_scale, total_q, total_k, timeout_s, transport,
+                       request_id, refs != nullptr ? &known : nullptr, timing, paths),
+                error, error_size);
+}
+
+extern "C" int attn_client_register_system_region(attn_client_t* client, const char* name,
+                                                  const char* shm_name, int64_t offset,
+                                                  int64_t byte_size, char* region_id,
+                                                  size_t region_id_size, char* error,
+                                                  size_t error_size) {
+  return RegisterRegion(client, name, region_id, region_id_size, error, error_size,
+                        [&](const std::string& region_name) {
+                          return client->client->RegisterSystemRegion(
+                              region_name, OrEmpty(shm_name), offset, byte_size);
+                        });
+}
+
+extern "C" int attn_client_register_cuda_region(attn_client_t* client, const char* name,
+                                                const void* ipc_handle, int device, int64_t offset,
+                                                int64_t byte_size, char* region_id,
+                                                size_t region_id_size, char* error,
+                                                size_t error_size) {
+  if (ipc_handle == nullptr) {
+    return ReportToC(absl::InvalidArgumentError("ipc_handle is NULL"), error, error_size);
+  }
+  return RegisterRegion(
+      client, name, region_id, region_id_size, error, error_size,
+      [&](const std::string& region_name) {
+        return client->client->RegisterCudaRegion(
+            region_name,
+            std::string(static_cast<const char*>(ipc_handle), ATTN_CLIENT_CUDA_IPC_HANDLE_BYTES),
+            device, offset, byte_size);
+      });
+}
+
+extern "C" int attn_client_unregister_region(attn_client_t* client, const char* name, char* error,
+                                             size_t error_size) {
   if (client == nullptr) return ReportToC(NullClient(), error, error_size);
-  if (out == nullptr) {
-    return ReportToC(absl::InvalidArgumentError("out is NULL"), error, error_size);
-  }
-  absl::StatusOr<attn::AttentionInputs> in =
-      Inputs(dtype, q, k, v, cu_seqlens_q, cu_seqlens_k, batch, seqlen_q, seqlen_k, heads_q,
-             heads_kv, head_dim, total_q, total_k);
-  if (!in.ok()) return ReportToC(in.status(), error, error_size);
-  attn::AttendOptions options;
-  absl::StatusOr<attn::Transport> how = TransportFromC(transport);
-  if (!how.ok()) return ReportToC(how.status(), error, error_size);
-  options.transport = *how;
-  options.kernel = OrEmpty(kernel);
-  if (softmax_scale != 0.0f) options.softmax_scale = softmax_scale;
-  options.causal = causal != 0;
-  options.window_left = window_left;
-  options.window_right = window_right;
-  options.return_lse = lse != nullptr;
-  options.request_id = OrEmpty(request_id);
-  // The C++ client reads a timeout <= 0 as "the default"; a negative one is
-  // a deadline already past, as in gRPC: the call fails without being sent.
-  if (timeout_s < 0) {
-    return ReportToC(absl::DeadlineExceededError(absl::StrCat(
-                         "Attend to ", client->client->options().address,
-                         ": the deadline passed before the call (timeout_s is ", timeout_s, ")")),
-                     error, error_size);
-  }
-  options.timeout = absl::Seconds(timeout_s);
-  const int64_t copied_in = NowNs();
+  return Report(client->client->UnregisterRegion(OrEmpty(name)), error, error_size);
+}
 
-  absl::StatusOr<attn::AttendResult> result = client->client->Attend(*in, options);
-  if (!result.ok()) return ReportToC(result.status(), error, error_size);
-
-  const int64_t copy_out_start = NowNs();
-  const size_t lse_bytes = options.return_lse ? in->LseElements() * sizeof(float) : 0;
-  if (result->out.size() != static_cast<size_t>(in->QBytes()) ||
-      result->lse.size() * sizeof(float) != lse_bytes) {
-    return ReportToC(absl::InternalError(absl::StrCat(
-                         "Attend to ", client->client->options().address, ": the response has ",
-                         result->out.size(), " output and ", result->lse.size() * sizeof(float),
-                         " LSE bytes; the request needs ", in->QBytes(), " and ", lse_bytes)),
-                     error, error_size);
-  }
-  std::memcpy(out, result->out.data(), result->out.size());
-  if (lse != nullptr) std::memcpy(lse, result->lse.data(), lse_bytes);
-  const int64_t end = NowNs();
-  if (timing != nullptr) {
-    FillTiming(*result, copied_in - start, end - copy_out_start, end - start, timing);
-  }
-  return 0;
+extern "C" int attn_client_list_regions(attn_client_t* client, attn_client_buffer_t* message,
+                                        char* error, size_t error_size) {
+  if (client == nullptr) return ReportToC(NullClient(), error, error_size);
+  absl::StatusOr<std::vector<attnserve::v1::RegionInfo>> regions = client->client->ListRegions();
+  if (!regions.ok()) return Serialized(regions.status(), message, error, error_size);
+  attnserve::v1::ListRegionsResponse response;
+  for (attnserve::v1::RegionInfo& region : *regions) *response.add_regions() = std::move(region);
+  return Serialized(response.SerializeAsString(), message, error, error_size);
 }
 
 extern "C" int attn_client_health(attn_client_t* client, const char* service, int* status,

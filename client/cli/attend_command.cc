@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <utility>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "attn/client/npy.h"
 #include "exit_codes.h"
+#include "system_shared_memory.h"
 #include "timing_table.h"
 
 namespace attn::cli {
@@ -159,9 +161,22 @@ int RunAttend(AttentionClient& client, const AttendCommandOptions& options, std:
       << ") at " << client.options().address << "\n";
   if (UsesBreadth(inputs, call)) out << "  problem " << inputs.Problem(call).ToString() << "\n";
 
+  std::optional<SystemShmCall> shm;
+  if (options.system_shared_memory) {
+    absl::StatusOr<SystemShmCall> placed = PlaceInSystemSharedMemory(client, inputs, call);
+    if (!placed.ok()) {
+      err << "attend: --shared_memory=system: " << placed.status().ToString() << "\n";
+      return kExitFailure;
+    }
+    shm = *std::move(placed);
+    out << "  shared memory: " << Describe(*shm) << "\n";
+  }
+  const AttentionInputs& sent = shm.has_value() ? shm->inputs : inputs;
+  const AttendOptions& sent_call = shm.has_value() ? shm->options : call;
+
   std::vector<AttendResult> results;
   for (int i = 0; i < options.repeat; ++i) {
-    absl::StatusOr<AttendResult> result = client.Attend(inputs, call);
+    absl::StatusOr<AttendResult> result = client.Attend(sent, sent_call);
     if (!result.ok()) {
       err << "attend: " << result.status().ToString() << "\n";
       return kExitFailure;
@@ -170,12 +185,13 @@ int RunAttend(AttentionClient& client, const AttendCommandOptions& options, std:
     if (!results.empty()) std::string().swap(results.back().out);
     results.push_back(*std::move(result));
   }
+  if (shm.has_value()) TakeOutputs(*shm, &results.back());
   const AttendResult& last = results.back();
   const int64_t out_bytes = inputs.QBytes() + (call.return_lse ? inputs.LseElements() * 4 : 0);
   out << "  kernel " << last.kernel << " on " << last.backend << " (" << last.device
       << "), request " << last.request_id << ", " << TransportName(last.client.streamed) << ", "
       << Mib(inputs.InputBytes()) << " in, " << Mib(out_bytes) << " out\n";
-  out << FormatTimingTable(results)
+  out << FormatTimingTable(results) << FormatTensorPaths(last.server)
       << FormatThroughput(results, inputs.Flops(call),
                           static_cast<double>(inputs.InputBytes() + out_bytes));
   if (call.return_lse) out << LseSummary(last.lse, LseDims(inputs));

@@ -44,6 +44,9 @@ struct AttendCommandOptions {
   double tolerance = kDefaultTolerance;
   // Query rows checked per (batch, head); 0 = all (see CheckAgainstReference).
   int64_t check_rows = 256;
+  // --shared_memory=system: the tensors go by reference, in a POSIX
+  // shared-memory object registered with the server (system_shared_memory.h).
+  bool system_shared_memory = false;
 };
 
 // Loads or draws the inputs, runs the calls, prints the report to `out` and

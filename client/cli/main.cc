@@ -5,6 +5,7 @@
 //                    [--causal] [--window=L,R] [--lse] [--lse_out=lse.npy]
 //                    [--cu_seqlens_q=0,... --cu_seqlens_k=0,...]
 //                    [--out=o.npy] [--check] [--repeat=N] [--kernel=NAME]
+//                    [--shared_memory=system]
 //   attn_cli kernels [--json]
 //   attn_cli info    [--json]
 //   attn_cli stats   [--json]
@@ -53,6 +54,10 @@ ABSL_FLAG(std::string, kernel, "", "attend: kernel to run (see `kernels`); empty
 ABSL_FLAG(double, scale, 0.0, "attend: softmax scale; 0 = 1/sqrt(head_dim).");
 ABSL_FLAG(std::string, transport, "auto", "attend: auto, unary or stream.");
 ABSL_FLAG(int, repeat, 1, "attend: calls of the same request (median/min/max reported).");
+ABSL_FLAG(std::string, shared_memory, "none",
+          "attend: none, or system: put the tensors in a POSIX shared-memory object registered "
+          "with the server and send them by reference (a server on this host started with "
+          "--allow_shared_memory).");
 ABSL_FLAG(bool, check, false,
           "attend: compare with a float64 reference computed here; exit 3 above --tolerance.");
 ABSL_FLAG(double, tolerance, attn::cli::kDefaultTolerance,
@@ -82,6 +87,8 @@ constexpr char kUsage[] =
     "  attn_cli attend --shape=2,1000,32,128 --kv_shape=2,1000,8,128 --causal --lse --check\n"
     "  attn_cli attend --shape=1,1,8,64 --cu_seqlens_q=0,100,350 --cu_seqlens_k=0,100,350 "
     "--window=128,0\n"
+    "  attn_cli attend --address=unix:///run/attn.sock --shape=1,4096,16,128 "
+    "--shared_memory=system\n"
     "  attn_cli health --address=localhost:50051";
 
 absl::StatusOr<attn::ClientOptions> ClientOptionsFromFlags() {
@@ -138,6 +145,13 @@ bool AttendOptionsFromFlags(attn::cli::AttendCommandOptions* options) {
     options->call.softmax_scale = static_cast<float>(absl::GetFlag(FLAGS_scale));
   }
   options->repeat = absl::GetFlag(FLAGS_repeat);
+  const std::string shared_memory = absl::GetFlag(FLAGS_shared_memory);
+  if (shared_memory != "none" && shared_memory != "system") {
+    std::cerr << "attend: --shared_memory must be none or system, got '" << shared_memory
+              << "'\n";
+    return false;
+  }
+  options->system_shared_memory = shared_memory == "system";
   options->check = absl::GetFlag(FLAGS_check);
   options->tolerance = absl::GetFlag(FLAGS_tolerance);
   options->check_rows = absl::GetFlag(FLAGS_check_rows);

@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace attn::cli {
 namespace {
@@ -78,6 +82,22 @@ std::string FormatTimingTable(const std::vector<AttendResult>& results) {
                           Ms(upload));
   }
   return out;
+}
+
+std::string FormatTensorPaths(const ServerTiming& server) {
+  const std::pair<const char*, TensorPath> paths[] = {{"q", server.q_path},
+                                                      {"k", server.k_path},
+                                                      {"v", server.v_path},
+                                                      {"out", server.out_path},
+                                                      {"lse", server.lse_path}};
+  std::vector<std::string> known;
+  for (const auto& [name, path] : paths) {
+    if (path != TensorPath::kUnspecified) {
+      known.push_back(absl::StrCat(name, " ", TensorPathName(path)));
+    }
+  }
+  if (known.empty()) return "";
+  return absl::StrCat("  tensors: ", absl::StrJoin(known, ", "), "\n");
 }
 
 std::string FormatThroughput(const std::vector<AttendResult>& results, double flops,

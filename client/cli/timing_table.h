@@ -17,6 +17,11 @@ namespace attn::cli {
 // own clock; "network + gRPC" is the remainder). `results` must not be empty.
 std::string FormatTimingTable(const std::vector<AttendResult>& results);
 
+// "  tensors: q inline, k inline, v inline, out inline\n" (and the LSE when
+// asked for): how each tensor travelled ("system_shm" in a system region,
+// "cuda_ipc" in a CUDA one). Empty from a server before regions.
+std::string FormatTensorPaths(const ServerTiming& server);
+
 // Throughput lines: kernel TFLOP/s from the server's kernel time and
 // end-to-end TFLOP/s and tensor GB/s from the round trip, both at the median.
 // `flops` is the call's (AttentionInputs::Flops: visible query-key pairs),

@@ -125,6 +125,14 @@ class CudaRegionBackend final : public RegionBackend {
       return absl::InvalidArgumentError(absl::StrFormat(
           "cuda.offset (%d) must be >= 0 and cuda.byte_size (%d) > 0", offset, size));
     }
+    // TensorRef offsets are aligned relative to the region's start, which
+    // the kernel then uses in place: it must be aligned too (kRegionAlignment).
+    if (offset % kRegionAlignment != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("cuda.offset is %d; it must be a multiple of %d (the kernel reads and "
+                          "writes a CUDA region in place, %d bytes at a time)",
+                          offset, kRegionAlignment, kRegionAlignment));
+    }
     ASSIGN_OR_RETURN(std::shared_ptr<OpenedIpc> opened, cache_.Open(ipc_handle, device));
     // The allocation's extent bounds the region: a reference past it would
     // make the kernel fault, which breaks the device for every client.

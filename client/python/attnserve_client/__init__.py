@@ -19,6 +19,12 @@ Calls go through the C++ client (libattn_client_c.so, via ctypes) when that
 library is found, else through grpcio: Client(transport="auto"|"native"|
 "grpcio"); the native transport needs neither grpcio nor protobuf.
 
+Same-host zero-copy (a server started with --allow_shared_memory):
+SystemSharedMemory places NumPy arrays in POSIX shared memory, which
+Client.register_system_region registers; Client.register_cuda_tensor does
+the same for torch CUDA tensors (CUDA IPC); Client.attend then sends tensors
+in registered regions by reference and writes `out=` in place.
+
 Errors are AttnServeError, a grpc.RpcError (when grpcio is installed) with
 code() and details();
 AttnServeTimeout (also a TimeoutError) for a missed deadline,
@@ -31,6 +37,8 @@ from .client import Client, Timing, attend
 from .errors import AttnServeConnectionError, AttnServeError, AttnServeTimeout, StatusCode
 from .flash_attn import flash_attn_func, flash_attn_varlen_func, set_default_client
 from .reference import attention_reference, relative_l2_error, varlen_attention_reference
+from .regions import Region, TensorRef
+from .shared_memory import SystemSharedMemory
 from .tensors import BF16, FP16, bf16_bits_to_float, float_to_bf16_bits
 
 __all__ = [
@@ -40,7 +48,10 @@ __all__ = [
     "BF16",
     "Client",
     "FP16",
+    "Region",
     "StatusCode",
+    "SystemSharedMemory",
+    "TensorRef",
     "Timing",
     "attend",
     "attention_reference",

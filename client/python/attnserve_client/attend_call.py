@@ -2,21 +2,35 @@
 
 Client.attend turns its NumPy arguments into an AttendCall (tensors.to_wire:
 16-bit contiguous arrays are viewed, not copied); the transports send it,
-grpcio as protobuf messages, native as pointers into these arrays.
+grpcio as protobuf messages, native as pointers into these arrays. Tensors
+in shared-memory regions travel as references instead (`refs`; their
+`bits` entry is None).
 """
 
 import dataclasses
 
 import numpy as np
 
-from . import tensors
+from . import regions, tensors
+
+# How a tensor travelled (proto TensorPath, by number); Timing.*_path.
+TENSOR_PATHS = ("unspecified", "inline", "system_shm", "cuda_ipc")
+_PATH_TENSORS = ("q", "k", "v", "out", "lse")
+
+
+def path_fields(numbers):
+    """Timing's q_path .. lse_path from the five TensorPath numbers (None: unknown)."""
+    numbers = numbers or (0,) * len(_PATH_TENSORS)
+    return {f"{name}_path": TENSOR_PATHS[n] if 0 <= n < len(TENSOR_PATHS) else TENSOR_PATHS[0]
+            for name, n in zip(_PATH_TENSORS, numbers)}
 
 
 @dataclasses.dataclass
 class AttendCall:
     wire_dtype: str      # tensors.FP16 or tensors.BF16
-    bits: tuple          # q, k, v: contiguous little-endian uint16 arrays
+    bits: tuple          # q, k, v: contiguous little-endian uint16 arrays (None: by reference)
     shape: tuple         # q's (and out's): 4-D, or 3-D packed with varlen
+    kv_shape: tuple      # k's and v's
     like: np.dtype       # q's dtype: decides the output's (tensors.bits_as_output)
     batch: int
     seq_len: int         # longest sequence with varlen
@@ -34,6 +48,8 @@ class AttendCall:
     window_right: int = -1
     return_lse: bool = False
     request_id: str = ""
+    # Tensors in regions: "q", "k", "v", "out", "lse" -> (region_id, offset, byte_size).
+    refs: dict = dataclasses.field(default_factory=dict)
 
     @property
     def varlen(self):
@@ -41,7 +57,23 @@ class AttendCall:
 
     @property
     def request_bytes(self):
-        return sum(b.nbytes for b in self.bits)
+        return sum(b.nbytes for b in self.bits if b is not None)
+
+    @property
+    def out_bytes(self):
+        return int(np.prod(self.shape)) * 2
+
+    @property
+    def lse_bytes(self):
+        return int(np.prod(self.lse_shape)) * 4 if self.return_lse else 0
+
+    def refer(self, name, region_id, offset, byte_size):
+        """Sends tensor `name` by reference (q, k and v then carry no bits)."""
+        self.refs[name] = (region_id, int(offset), int(byte_size))
+        if name in ("q", "k", "v"):
+            bits = list(self.bits)
+            bits["qkv".index(name)] = None
+            self.bits = tuple(bits)
 
 
 def make_call(q, k, v, *, dtype=None, kernel="", softmax_scale=None, request_id="", causal=False,
@@ -52,7 +84,7 @@ def make_call(q, k, v, *, dtype=None, kernel="", softmax_scale=None, request_id=
     if varlen and (cu_seqlens_q is None or cu_seqlens_k is None):
         raise ValueError("give both cu_seqlens_q and cu_seqlens_k (varlen), or neither")
     ndim = 3 if varlen else 4
-    wire = [tensors.to_wire(t, dtype, ndim=ndim) for t in (q, k, v)]
+    wire = [_to_wire(t, dtype, ndim) for t in (q, k, v)]
     wire_dtype, shape = wire[0][0], tuple(wire[0][1])
     kv_shape = tuple(wire[1][1])
     if min(shape) < 1 or min(kv_shape) < 1:
@@ -82,14 +114,42 @@ def make_call(q, k, v, *, dtype=None, kernel="", softmax_scale=None, request_id=
         batch, seq_len, kv_seq_len = shape[0], shape[1], kv_shape[1]
         lse_shape = (shape[0], heads, shape[1])
     window_left, window_right = (int(w) for w in window_size)
-    return AttendCall(
-        wire_dtype=wire_dtype, bits=tuple(w[2] for w in wire), shape=shape,
-        like=np.asarray(q).dtype, batch=batch, seq_len=seq_len, kv_seq_len=kv_seq_len,
+    call = AttendCall(
+        wire_dtype=wire_dtype, bits=tuple(w[2] for w in wire), shape=shape, kv_shape=kv_shape,
+        like=_output_like(q, wire_dtype), batch=batch, seq_len=seq_len, kv_seq_len=kv_seq_len,
         heads=heads, kv_heads=kv_heads, head_dim=head_dim, lse_shape=lse_shape,
         cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, kernel=kernel,
         softmax_scale=None if softmax_scale is None else float(softmax_scale),
         causal=bool(causal), window_left=window_left, window_right=window_right,
         return_lse=bool(return_lse), request_id=request_id)
+    for name, t in zip("qkv", (q, k, v)):
+        if isinstance(t, regions.TensorRef):
+            call.refer(name, *t.wire())
+    return call
+
+
+def _to_wire(tensor, dtype, ndim):
+    """tensors.to_wire, or for a TensorRef its (wire dtype, shape, None)."""
+    if not isinstance(tensor, regions.TensorRef):
+        return tensors.to_wire(tensor, dtype, ndim=ndim)
+    if tensor.dtype not in (tensors.FP16, tensors.BF16):
+        raise ValueError(f"a TensorRef input is fp16 or bf16, got {tensor.dtype}")
+    if dtype is not None and tensors.parse_dtype(dtype) != tensor.dtype:
+        raise ValueError(f"a TensorRef is {tensor.dtype} but dtype={dtype!r} was given")
+    if len(tensor.shape) != ndim:
+        raise ValueError(f"tensors are {ndim}-D; a TensorRef has shape {tensor.shape}")
+    return tensor.dtype, tensor.shape, None
+
+
+def _output_like(q, wire_dtype):
+    """The dtype an inline output comes back as (tensors.bits_as_output): q's, or
+    for a TensorRef q its 16-bit type (bf16 as ml_dtypes.bfloat16 when installed,
+    else as raw uint16 bits)."""
+    if not isinstance(q, regions.TensorRef):
+        return np.asarray(q).dtype
+    if wire_dtype == tensors.FP16:
+        return np.dtype(np.float16)
+    return tensors.BFLOAT16 if tensors.BFLOAT16 is not None else np.dtype(np.uint16)
 
 
 def _offsets(values, name, total):

@@ -17,6 +17,13 @@ Two transports carry the calls (Client's `transport`):
   $ATTN_CLIENT_LIB, next to the package, or the bundle's lib/), else grpcio;
   Client.transport says which was taken and Client.transport_reason why.
 
+Same-host shared memory (a server started with --allow_shared_memory,
+reached over loopback or a unix socket): register a SystemSharedMemory
+(register_system_region) or torch CUDA tensors (register_cuda_tensor), and
+attend() sends arrays and tensors that lie in registered regions by
+reference instead of their bytes, and writes the output into `out=` in
+place (see attend).
+
 Messages may be up to 2 GiB - 1 each way (gRPC's default receive limit of
 4 MiB is raised), and requests larger than the server's message limit go
 over the chunked AttendStream RPC automatically. A failed call raises
@@ -29,8 +36,11 @@ ConnectionError, after `connect_timeout` seconds.
 import dataclasses
 import time
 
-from . import health, native, tensors, torch_tensors
+import numpy as np
+
+from . import cuda_ipc, health, native, regions, tensors, torch_tensors
 from .attend_call import make_call
+from .shared_memory import SystemSharedMemory
 from .errors import AttnServeConnectionError, AttnServeError, AttnServeTimeout  # noqa: F401
 
 MAX_MESSAGE_BYTES = 2**31 - 1
@@ -63,6 +73,14 @@ class Timing:
     backend: str = ""
     device: str = ""
     kernel_tflops: float = 0.0
+    # How each tensor travelled: "inline", "system_shm" (a system region),
+    # "cuda_ipc" (a CUDA region), "unspecified" (a server from before
+    # regions, or an LSE not asked for).
+    q_path: str = "unspecified"
+    k_path: str = "unspecified"
+    v_path: str = "unspecified"
+    out_path: str = "unspecified"
+    lse_path: str = "unspecified"
 
     @property
     def other_ns(self):
@@ -93,7 +111,12 @@ class Timing:
             f"kernel {self.kernel} on {self.backend} ({self.device}), request {self.request_id}, "
             f"{'streamed' if self.streamed else 'unary'}"
         )
-        return "\n".join([head] + [f"  {name:<18} {ns / 1e6:10.3f} ms" for name, ns in rows])
+        lines = [head] + [f"  {name:<18} {ns / 1e6:10.3f} ms" for name, ns in rows]
+        paths = [(name, getattr(self, f"{name}_path")) for name in ("q", "k", "v", "out", "lse")]
+        if any(path not in ("inline", "unspecified") for _, path in paths):
+            lines.append("  tensors: " + ", ".join(f"{name} {path}" for name, path in paths
+                                                    if path != "unspecified"))
+        return "\n".join(lines)
 
 
 class Client:
@@ -166,6 +189,7 @@ class Client:
             self.transport_reason = missing
         self.transport = self._impl.name
         self.stream_threshold_bytes = self._impl.stream_threshold_bytes
+        self._regions = regions.RegionTable()
 
     @property
     def info(self):
@@ -173,6 +197,8 @@ class Client:
         return self._impl.info
 
     def close(self):
+        """Closes the connection; the server unregisters this client's regions."""
+        self._regions.clear()
         self._impl.close()
 
     def __enter__(self):
@@ -199,11 +225,85 @@ class Client:
         """grpc.health.v1 status name: 'SERVING', 'NOT_SERVING', 'SERVICE_UNKNOWN', ..."""
         return health.STATUS_NAMES.get(self._impl.health(service), "UNKNOWN")
 
+    # --- same-host shared memory ---------------------------------------------
+    #
+    # Regions belong to this client's lease (attention.proto's HoldRegions),
+    # opened by the first registration and ended by close(), when the server
+    # unregisters them all. Needs a server started with --allow_shared_memory
+    # on this host (AttnServeError FAILED_PRECONDITION otherwise).
+
+    def register_system_region(self, name, memory, offset=0, byte_size=None):
+        """Registers POSIX shared memory with the server as region `name` (1 to 64
+        bytes, unique among this client's regions); returns its Region.
+
+        memory: a SystemSharedMemory (then NumPy arrays from its ndarray() that
+            attend() is given go by reference), or the shm_open name ('/...') of
+            an object this process has not mapped (name tensors in it with
+            TensorRef; byte_size is then needed).
+        offset, byte_size: the part registered (offset a multiple of the page
+            size); default all of it.
+        """
+        if isinstance(memory, SystemSharedMemory):
+            shm_name, address = memory.name, memory.address + int(offset)
+            if byte_size is None:
+                byte_size = memory.size - int(offset)
+        elif isinstance(memory, str):
+            shm_name, address = memory, None
+            if byte_size is None:
+                raise ValueError("byte_size is needed for a region given by its shm_open name")
+        else:
+            raise TypeError("memory must be a SystemSharedMemory or a shm_open name, got "
+                            f"{type(memory).__name__}")
+        region_id = self._impl.register_system_region(name, shm_name, int(offset), int(byte_size))
+        region = regions.Region(name=name, region_id=region_id, kind=regions.SYSTEM,
+                                byte_size=int(byte_size), address=address, memory=memory)
+        self._regions.add(region)
+        return region
+
+    def register_cuda_tensor(self, name, tensor):
+        """Registers a contiguous torch CUDA tensor's memory as CUDA region `name`
+        (CUDA IPC); returns its Region. A CUDA server on the same GPU then reads
+        tensors that lie in it, and writes outputs into it, in place: attend()
+        sends such tensors (the tensor itself, or views into it) by reference.
+        The Region keeps the tensor alive until it is unregistered. Not for
+        tensors allocated with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.
+        """
+        export = cuda_ipc.export(tensor)
+        region_id = self._impl.register_cuda_region(name, export.ipc_handle, export.device,
+                                                    export.offset, export.byte_size)
+        region = regions.Region(name=name, region_id=region_id, kind=regions.CUDA,
+                                byte_size=export.byte_size, address=export.address,
+                                device=export.device, memory=tensor)
+        self._regions.add(region)
+        return region
+
+    def register_cuda_region(self, name, ipc_handle, device, offset, byte_size):
+        """Registers bytes [offset, offset + byte_size) of the device allocation
+        whose cudaIpcGetMemHandle is `ipc_handle` (64 bytes) on CUDA device
+        `device`; returns its Region (name tensors in it with TensorRef)."""
+        region_id = self._impl.register_cuda_region(name, bytes(ipc_handle), int(device),
+                                                    int(offset), int(byte_size))
+        region = regions.Region(name=name, region_id=region_id, kind=regions.CUDA,
+                                byte_size=int(byte_size), device=int(device))
+        self._regions.add(region)
+        return region
+
+    def unregister_region(self, region):
+        """Unregisters a Region (or a region's name); returns once no request uses it."""
+        name = region.name if isinstance(region, regions.Region) else region
+        self._impl.unregister_region(name)
+        self._regions.remove(name)
+
+    def list_regions(self):
+        """The server's RegionInfo messages of this client's regions."""
+        return self._impl.list_regions()
+
     # --- attention ---------------------------------------------------------
 
     def attend(self, q, k, v, *, dtype=None, kernel="", softmax_scale=None, request_id="",
                timeout=None, stream=None, causal=False, window_size=(-1, -1), return_lse=False,
-               cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None):
+               cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
+               out=None, lse_out=None):
         """Runs attention on the server; returns (out, Timing), or (out, lse, Timing)
         with return_lse. The call is FlashAttention-2's flash_attn_func (or, with
         cu_seqlens, flash_attn_varlen_func).
@@ -230,39 +330,135 @@ class Client:
         torch tensors (torch.bfloat16 or torch.float16, on the CPU or a CUDA
         device; q, k and v all torch or none) go through host memory, and then
         out (and lse) come back as torch tensors on q's device.
+
+        Same-host shared memory (after register_system_region or
+        register_cuda_tensor): q, k, v lying in a registered region (NumPy
+        arrays from SystemSharedMemory.ndarray, torch CUDA tensors in a
+        registered tensor) are sent by reference, not copied; a TensorRef
+        names a tensor in a region directly. Pending work on their CUDA
+        devices is waited for first (torch.cuda.synchronize).
+        out: an array or tensor in a registered region (q's shape, its 16-bit
+            dtype: fp16, bf16 or raw uint16/int16 bits; contiguous), or a
+            TensorRef: the server writes the output there, and it is the `out`
+            returned (a TensorRef into a system region mapped here: a NumPy view).
+        lse_out: the same for the LSE (float32 [B, H, S]), with return_lse=True.
+        Calls with references are unary (stream=True is refused).
         """
         start = time.perf_counter_ns()
         torch_like = None
+        cuda_devices = set()  # of tensors the server reads or writes in place
         if any(torch_tensors.torch_of(t) is not None for t in (q, k, v)):
             torch_like = q
-            q, k, v, dtype = _torch_bits(q, k, v, dtype)
+            q, k, v, dtype = self._torch_inputs(q, k, v, dtype, cuda_devices)
         call = make_call(q, k, v, dtype=dtype, kernel=kernel, softmax_scale=softmax_scale,
                          request_id=request_id, causal=causal, window_size=window_size,
                          return_lse=return_lse, cu_seqlens_q=cu_seqlens_q,
                          cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                          max_seqlen_k=max_seqlen_k)
+        for name, bits in zip("qkv", call.bits):
+            found = None if bits is None else self._regions.find(bits.ctypes.data, bits.nbytes)
+            if found is not None:
+                call.refer(name, found[0].region_id, found[1], bits.nbytes)
+        out_given = self._output_in_region(call, "out", out, cuda_devices)
+        lse_given = self._output_in_region(call, "lse", lse_out, cuda_devices)
+        if call.refs and stream:
+            raise ValueError("tensors in shared-memory regions go over unary Attend; "
+                             "stream=True takes none")
+        if cuda_devices:
+            cuda_ipc.synchronize(cuda_devices)
         prepared = time.perf_counter_ns()
-        out, lse, fields = self._impl.attend(call, self.timeout if timeout is None else timeout,
-                                             stream)
+        result, lse, fields = self._impl.attend(call, self.timeout if timeout is None else timeout,
+                                                stream)
         fields["marshal_ns"] += prepared - start
         timing = Timing(round_trip_ns=time.perf_counter_ns() - start, **fields)
-        if torch_like is not None:
-            out = torch_tensors.from_bits(out, torch_like)
-            lse = torch_tensors.to_device(lse, torch_like) if return_lse else None
+        if out_given is not None:
+            result = out_given
+        elif torch_like is not None:
+            result = torch_tensors.from_bits(result, torch_like)
+        if lse_given is not None:
+            lse = lse_given
+        elif torch_like is not None and return_lse:
+            lse = torch_tensors.to_device(lse, torch_like)
         if return_lse:
-            return out, lse, timing
-        return out, timing
+            return result, lse, timing
+        return result, timing
+
+    def _torch_inputs(self, q, k, v, dtype, cuda_devices):
+        """torch q, k, v -> TensorRefs for CUDA tensors in registered regions
+        (their devices added to cuda_devices), uint16 host bit arrays for the
+        rest; and their wire dtype."""
+        wires, converted = [], []
+        for t, name in ((q, "q"), (k, "k"), (v, "v")):
+            wire = torch_tensors.wire_dtype(t, name)
+            found = None
+            if getattr(t, "is_cuda", False) and t.is_contiguous():
+                found = self._regions.find(t.data_ptr(), t.numel() * t.element_size(),
+                                           device=t.device.index)
+            if found is not None:
+                cuda_devices.add(t.device.index)
+                converted.append(regions.TensorRef(found[0], found[1], tuple(t.shape), wire))
+            else:
+                converted.append(torch_tensors.to_bits(t, name)[0])
+            wires.append(wire)
+        if not wires[0] == wires[1] == wires[2]:
+            raise ValueError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+        if dtype is not None and tensors.parse_dtype(dtype) != wires[0]:
+            raise ValueError(f"q is {q.dtype} but dtype={dtype!r} was given")
+        return (*converted, wires[0])
+
+    def _output_in_region(self, call, name, target, cuda_devices):
+        """Points output `name` ('out' or 'lse') of `call` at `target`'s bytes in a
+        registered region; returns what attend() hands back for it (None: no target)."""
+        if target is None:
+            return None
+        param = "out" if name == "out" else "lse_out"
+        if name == "lse" and not call.return_lse:
+            raise ValueError("lse_out needs return_lse=True")
+        shape, nbytes = (call.shape, call.out_bytes) if name == "out" else \
+            (call.lse_shape, call.lse_bytes)
+        if isinstance(target, regions.TensorRef):
+            if target.byte_size != nbytes:
+                raise ValueError(f"{param} has {target.byte_size} bytes; the {name} has {nbytes}")
+            call.refer(name, *target.wire())
+            if target.region.kind == regions.SYSTEM and target.region.address is not None:
+                dtype = np.float32 if name == "lse" else _output_like(call)
+                return target.region.ndarray(target.offset, shape, dtype)
+            return target
+        device = None
+        if torch_tensors.torch_of(target) is not None:
+            wire = "float32" if str(target.dtype) == "torch.float32" else \
+                torch_tensors.wire_dtype(target, param)
+            fits = wire == ("float32" if name == "lse" else call.wire_dtype)
+            if getattr(target, "is_cuda", False):
+                device = target.device.index
+            address, contiguous = target.data_ptr(), target.is_contiguous()
+        else:
+            target = np.asarray(target)
+            fits = target.dtype == np.float32 if name == "lse" else \
+                tensors.holds_wire(target.dtype, call.wire_dtype)
+            address, contiguous = target.ctypes.data, target.flags.c_contiguous
+        if not fits or tuple(target.shape) != tuple(shape) or not contiguous:
+            want = "float32" if name == "lse" else call.wire_dtype
+            raise ValueError(f"{param} must be a contiguous {want} array or tensor of shape "
+                             f"{tuple(shape)}, got {target.dtype} {tuple(target.shape)}"
+                             + ("" if contiguous else ", not contiguous"))
+        found = self._regions.find(address, nbytes, device=device)
+        if found is None:
+            raise ValueError(f"{param} must lie in a region registered with this client "
+                             "(register_system_region / register_cuda_tensor); the server "
+                             "writes it in place")
+        call.refer(name, found[0].region_id, found[1], nbytes)
+        if device is not None:
+            cuda_devices.add(device)
+        return target
 
 
-def _torch_bits(q, k, v, dtype):
-    """torch q, k, v -> (q, k, v as uint16 bit arrays, their wire dtype)."""
-    (qb, wire), (kb, kwire), (vb, vwire) = (torch_tensors.to_bits(t, name)
-                                           for t, name in ((q, "q"), (k, "k"), (v, "v")))
-    if not wire == kwire == vwire:
-        raise ValueError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    if dtype is not None and tensors.parse_dtype(dtype) != wire:
-        raise ValueError(f"q is {q.dtype} but dtype={dtype!r} was given")
-    return qb, kb, vb, wire
+def _output_like(call):
+    """The NumPy dtype an output in a system region is viewed as: q's when it
+    holds the wire elements as they are, else float16 or raw uint16 bf16 bits."""
+    if tensors.holds_wire(call.like, call.wire_dtype):
+        return call.like
+    return np.float16 if call.wire_dtype == tensors.FP16 else np.uint16
 
 
 def attend(q, k, v, address="localhost:50051", **kwargs):

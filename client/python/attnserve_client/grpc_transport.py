@@ -11,12 +11,13 @@ into the returned array: 1 copy of each input and 2-3 of the output, all
 under the GIL.
 """
 
+import threading
 import time
 
 import grpc
 import numpy as np
 
-from . import health, tensors
+from . import attend_call, health, tensors
 from .errors import AttnServeConnectionError, AttnServeError, rpc_error
 from attnserve.v1 import attention_pb2 as pb
 from attnserve.v1 import attention_pb2_grpc as pb_grpc
@@ -30,6 +31,48 @@ _TENSOR_FIELDS = ((6, pb.TENSOR_Q), (7, pb.TENSOR_K), (8, pb.TENSOR_V))
 def _read_file(path):
     with open(path, "rb") as f:
         return f.read()
+
+
+class _Lease:
+    """The client's side of HoldRegions: one call, kept open, whose first
+    message is the lease id; the server unregisters the lease's regions when
+    it ends (cancel(), the channel closing, this process exiting)."""
+
+    def __init__(self, stub, metadata, timeout, address):
+        self._call = stub.HoldRegions(pb.HoldRegionsRequest(), metadata=metadata)  # no deadline
+        first = {}
+
+        def read_first():
+            try:
+                first["message"] = next(self._call)
+            except grpc.RpcError as error:
+                first["error"] = error
+            except StopIteration:
+                pass
+
+        reader = threading.Thread(target=read_first, daemon=True)
+        reader.start()
+        reader.join(timeout)
+        if reader.is_alive():
+            self._call.cancel()
+            reader.join()
+            raise rpc_error("HoldRegions", address, grpc.StatusCode.DEADLINE_EXCEEDED,
+                            f"no lease id within {timeout:g} s")
+        if "error" in first:
+            raise rpc_error("HoldRegions", address, first["error"].code(),
+                            first["error"].details()) from None
+        if "message" not in first:
+            raise AttnServeError("HoldRegions", address, grpc.StatusCode.INTERNAL,
+                                 "the call ended without a lease id")
+        self.id = first["message"].lease_id
+
+    @property
+    def alive(self):
+        """False once the call has ended: its regions are gone, a new lease is needed."""
+        return self._call.is_active()
+
+    def end(self):
+        self._call.cancel()
 
 
 class GrpcTransport:
@@ -70,6 +113,8 @@ class GrpcTransport:
                 f"nothing answered within {connect_timeout:g} s: is attn_server running there?"
             ) from None
         self._stub = pb_grpc.AttentionStub(self._channel)
+        self._lease = None
+        self._lease_lock = threading.Lock()
         self._attend_raw = self._channel.unary_unary(_ATTEND_METHOD)  # bytes in, bytes out
         self._health_check = self._channel.unary_unary(health.CHECK_METHOD)
 
@@ -81,6 +126,10 @@ class GrpcTransport:
         self.stream_threshold_bytes = int(stream_threshold_bytes)
 
     def close(self):
+        with self._lease_lock:
+            if self._lease is not None:
+                self._lease.end()
+                self._lease = None
         self._channel.close()
 
     def _call(self, rpc, fn, *args, **kwargs):
@@ -115,6 +164,41 @@ class GrpcTransport:
             raise
         return health.decode_response(raw)
 
+    # --- shared-memory regions ------------------------------------------------
+
+    def _lease_id(self):
+        """The open lease's id, opened now if there is none (or the last one ended)."""
+        with self._lease_lock:
+            if self._lease is None or not self._lease.alive:
+                self._lease = _Lease(self._stub, self._metadata, self.timeout, self.address)
+            return self._lease.id
+
+    def register_system_region(self, name, shm_name, offset, byte_size):
+        """The server's id of the new system region."""
+        request = pb.RegisterRegionRequest(
+            lease_id=self._lease_id(), name=name,
+            system=pb.SystemRegion(shm_name=shm_name, offset=offset, byte_size=byte_size))
+        return self._call("RegisterRegion", self._stub.RegisterRegion, request,
+                          timeout=self.timeout).region.region_id
+
+    def register_cuda_region(self, name, ipc_handle, device, offset, byte_size):
+        """The server's id of the new CUDA region (ipc_handle: the 64 bytes)."""
+        request = pb.RegisterRegionRequest(
+            lease_id=self._lease_id(), name=name,
+            cuda=pb.CudaRegion(ipc_handle=bytes(ipc_handle), device_ordinal=device, offset=offset,
+                               byte_size=byte_size))
+        return self._call("RegisterRegion", self._stub.RegisterRegion, request,
+                          timeout=self.timeout).region.region_id
+
+    def unregister_region(self, name):
+        request = pb.UnregisterRegionRequest(lease_id=self._lease_id(), name=name)
+        self._call("UnregisterRegion", self._stub.UnregisterRegion, request, timeout=self.timeout)
+
+    def list_regions(self):
+        request = pb.ListRegionsRequest(lease_id=self._lease_id())
+        return list(self._call("ListRegions", self._stub.ListRegions, request,
+                               timeout=self.timeout).regions)
+
     # --- attention ---------------------------------------------------------
 
     def attend(self, call, timeout, stream):
@@ -140,9 +224,13 @@ class GrpcTransport:
         if call.varlen:
             header.cu_seqlens_q.extend(int(x) for x in call.cu_seqlens_q)
             header.cu_seqlens_k.extend(int(x) for x in call.cu_seqlens_k)
+        for name, (region_id, offset, byte_size) in call.refs.items():
+            getattr(header, f"{name}_ref").CopyFrom(
+                pb.TensorRef(region_id=region_id, offset=offset, byte_size=byte_size))
         if stream is None:
-            size = header.ByteSize() + sum(b.nbytes + 16 for b in call.bits)
-            stream = size > self.stream_threshold_bytes
+            # References keep the message small: never streamed (AttendStream takes none).
+            size = header.ByteSize() + sum(b.nbytes + 16 for b in call.bits if b is not None)
+            stream = not call.refs and size > self.stream_threshold_bytes
         if stream:
             response, out_bytes, lse_bytes, client = self._attend_stream(header, call.bits,
                                                                          timeout, start)
@@ -151,7 +239,10 @@ class GrpcTransport:
                                                                         timeout, start)
 
         unmarshal_start = time.perf_counter_ns()
-        expected = int(np.prod(call.shape)) * 2
+        # Outputs written to regions are not in the response.
+        out_inline = "out" not in call.refs
+        lse_inline = call.return_lse and "lse" not in call.refs
+        expected = call.out_bytes if out_inline else 0
         if (response.dtype != header.dtype or response.shape.num_heads != call.heads
                 or response.shape.head_dim != call.head_dim
                 or response.shape.batch != header.shape.batch):
@@ -160,13 +251,14 @@ class GrpcTransport:
         if len(out_bytes) != expected:
             raise AttnServeError("Attend", self.address, grpc.StatusCode.INTERNAL,
                                  f"response has {len(out_bytes)} output bytes, expected {expected}")
-        expected_lse = int(np.prod(call.lse_shape)) * 4 if call.return_lse else 0
+        expected_lse = call.lse_bytes if lse_inline else 0
         if len(lse_bytes) != expected_lse:
             raise AttnServeError("Attend", self.address, grpc.StatusCode.INTERNAL,
                                  f"response has {len(lse_bytes)} LSE bytes, expected {expected_lse}")
-        out = tensors.from_wire(out_bytes, call.wire_dtype, call.shape, call.like)
+        out = tensors.from_wire(out_bytes, call.wire_dtype, call.shape, call.like) \
+            if out_inline else None
         lse = np.frombuffer(lse_bytes, dtype="<f4").reshape(call.lse_shape).astype(np.float32) \
-            if call.return_lse else None
+            if lse_inline else None
         t = response.timing
         return out, lse, dict(
             receive_ns=t.receive_ns, decode_ns=t.decode_ns, queue_ns=t.queue_ns,
@@ -175,7 +267,8 @@ class GrpcTransport:
             unmarshal_ns=client["unmarshal_ns"] + time.perf_counter_ns() - unmarshal_start,
             upload_ns=client.get("upload_ns", 0), streamed=stream,
             request_id=response.request_id, kernel=response.kernel, backend=response.backend,
-            device=response.device, kernel_tflops=response.kernel_tflops)
+            device=response.device, kernel_tflops=response.kernel_tflops,
+            **attend_call.path_fields((t.q_path, t.k_path, t.v_path, t.out_path, t.lse_path)))
 
     def _attend_unary(self, header, bits, timeout, start):
         # The request is serialized here (header, then q, k, v appended as
@@ -183,6 +276,8 @@ class GrpcTransport:
         # so each tensor is copied once, and marshal time is measurable.
         parts = [header.SerializeToString()]
         for (field, _), array in zip(_TENSOR_FIELDS, bits):
+            if array is None:  # by reference (header.*_ref)
+                continue
             view = memoryview(array.reshape(-1).view(np.uint8))
             parts.append(bytes([field << 3 | 2]) + health.encode_varint(view.nbytes))
             parts.append(view)

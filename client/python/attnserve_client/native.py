@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from . import tensors
+from . import attend_call, tensors
 from .errors import AttnServeConnectionError, rpc_error, status_code
 
 LIBRARY_NAME = "libattn_client_c.so"
@@ -73,6 +73,32 @@ class _Timing(ctypes.Structure):
 
 class _Buffer(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t)]
+
+
+class _TensorRef(ctypes.Structure):
+    _fields_ = [("region_id", ctypes.c_char_p), ("offset", ctypes.c_int64),
+                ("byte_size", ctypes.c_int64)]
+
+
+class _TensorRefs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t)] + [
+        (name, _TensorRef) for name in ("q", "k", "v", "out", "lse")]
+
+
+class _TensorPaths(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t)] + [
+        (name, ctypes.c_int) for name in ("q", "k", "v", "out", "lse")]
+
+
+_REGION_ID_BYTES = 64  # ATTN_CLIENT_REGION_ID_BYTES
+_REGION_FUNCTIONS = ("attn_client_attend_refs", "attn_client_register_system_region",
+                     "attn_client_register_cuda_region", "attn_client_unregister_region",
+                     "attn_client_list_regions")
+
+
+def _has_regions(lib):
+    """True when the library has the shared-memory region functions."""
+    return all(hasattr(lib, name) for name in _REGION_FUNCTIONS)
 
 
 def library_candidates():
@@ -125,6 +151,19 @@ def _load(path):
     lib.attn_client_buffer_free.restype = None
     for name in ("attn_client_server_info", "attn_client_list_kernels", "attn_client_stats"):
         getattr(lib, name).argtypes = [p, ctypes.POINTER(_Buffer), c, ctypes.c_size_t]
+    # Shared-memory regions: absent from a library built before them (then
+    # attend goes through attn_client_attend, and regions are refused).
+    if _has_regions(lib):
+        lib.attn_client_attend_refs.argtypes = (
+            lib.attn_client_attend.argtypes[:-3]
+            + [ctypes.POINTER(_TensorRefs), ctypes.POINTER(_Timing), ctypes.POINTER(_TensorPaths),
+               c, ctypes.c_size_t])
+        lib.attn_client_register_system_region.argtypes = [
+            p, c, c, i64, i64, c, ctypes.c_size_t, c, ctypes.c_size_t]
+        lib.attn_client_register_cuda_region.argtypes = [
+            p, c, c, ctypes.c_int, i64, i64, c, ctypes.c_size_t, c, ctypes.c_size_t]
+        lib.attn_client_unregister_region.argtypes = [p, c, c, ctypes.c_size_t]
+        lib.attn_client_list_regions.argtypes = [p, ctypes.POINTER(_Buffer), c, ctypes.c_size_t]
     _library = lib
     return lib
 
@@ -148,6 +187,7 @@ class NativeTransport:
         self.library = library
         self._handle = None
         self._lib = _load(library)
+        self._regions = _has_regions(self._lib)
         options = _Options()
         self._lib.attn_client_options_init(ctypes.byref(options))
         options.address = address.encode("utf-8")
@@ -237,31 +277,87 @@ class NativeTransport:
             raise self._error("Health.Check", code, error)
         return status.value
 
+    # --- shared-memory regions ------------------------------------------------
+
+    def _region_function(self, name):
+        """The library's function `name`; ValueError for a library from before regions."""
+        if not self._regions:
+            raise ValueError(f"{self.library} predates shared-memory regions; use a newer "
+                             "libattn_client_c.so or transport='grpcio'")
+        return getattr(self._lib, name)
+
+    def _region_call(self, rpc, name, *args):
+        function = self._region_function(name)
+        error = ctypes.create_string_buffer(_ERROR_BYTES)
+        code = function(self._handle, *args, error, _ERROR_BYTES)
+        if code != 0:
+            raise self._error(rpc, code, error)
+
+    def register_system_region(self, name, shm_name, offset, byte_size):
+        """The server's id of the new system region."""
+        region_id = ctypes.create_string_buffer(_REGION_ID_BYTES)
+        self._region_call("RegisterRegion", "attn_client_register_system_region", _encode(name),
+                          _encode(shm_name), int(offset), int(byte_size), region_id,
+                          _REGION_ID_BYTES)
+        return region_id.value.decode()
+
+    def register_cuda_region(self, name, ipc_handle, device, offset, byte_size):
+        """The server's id of the new CUDA region (ipc_handle: the 64 bytes)."""
+        region_id = ctypes.create_string_buffer(_REGION_ID_BYTES)
+        self._region_call("RegisterRegion", "attn_client_register_cuda_region", _encode(name),
+                          bytes(ipc_handle), int(device), int(offset), int(byte_size), region_id,
+                          _REGION_ID_BYTES)
+        return region_id.value.decode()
+
+    def unregister_region(self, name):
+        self._region_call("UnregisterRegion", "attn_client_unregister_region", _encode(name))
+
+    def list_regions(self):
+        function = self._region_function("attn_client_list_regions")
+        return list(self._message("ListRegions", function, "ListRegionsResponse").regions)
+
     # --- attention ---------------------------------------------------------
 
     def attend(self, call, timeout, stream):
-        """Runs `call` (attend_call.AttendCall); returns (out, lse or None, timing fields)."""
+        """Runs `call` (attend_call.AttendCall); returns (out, lse, timing fields), out and
+        lse None when they went to regions (or the LSE was not asked for)."""
         start = time.perf_counter_ns()
-        bits = np.empty(call.shape, dtype="<u2")  # the C library writes O here
-        lse = np.empty(call.lse_shape, dtype=np.float32) if call.return_lse else None
+        out_inline = "out" not in call.refs
+        lse_inline = call.return_lse and "lse" not in call.refs
+        # The C library writes O (and the LSE) here unless they go to regions.
+        bits = np.empty(call.shape, dtype="<u2") if out_inline else None
+        lse = np.empty(call.lse_shape, dtype=np.float32) if lse_inline else None
         timing = _Timing()
         error = ctypes.create_string_buffer(_ERROR_BYTES)
         q, k, v = call.bits
         varlen = call.varlen
-        prepared = time.perf_counter_ns()
-        code = self._lib.attn_client_attend(
-            self._handle, _encode(call.kernel), _DTYPE[call.wire_dtype], _pointer(q),
-            _pointer(k), _pointer(v), _pointer(bits), _pointer(lse),
-            _pointer(call.cu_seqlens_q), _pointer(call.cu_seqlens_k), call.batch,
-            call.seq_len, call.kv_seq_len, call.heads, call.kv_heads, call.head_dim,
-            1 if call.causal else 0, call.window_left, call.window_right,
-            call.softmax_scale or 0.0, q.shape[0] if varlen else 0, k.shape[0] if varlen else 0,
-            float(timeout), _TRANSPORT[stream], _encode(call.request_id), ctypes.byref(timing),
-            error, _ERROR_BYTES)
+        args = [self._handle, _encode(call.kernel), _DTYPE[call.wire_dtype], _pointer(q),
+                _pointer(k), _pointer(v), _pointer(bits), _pointer(lse),
+                _pointer(call.cu_seqlens_q), _pointer(call.cu_seqlens_k), call.batch,
+                call.seq_len, call.kv_seq_len, call.heads, call.kv_heads, call.head_dim,
+                1 if call.causal else 0, call.window_left, call.window_right,
+                call.softmax_scale or 0.0, call.shape[0] if varlen else 0,
+                call.kv_shape[0] if varlen else 0, float(timeout), _TRANSPORT[stream],
+                _encode(call.request_id)]
+        paths = None
+        if self._regions:
+            refs = _TensorRefs(struct_size=ctypes.sizeof(_TensorRefs))
+            for name, (region_id, offset, byte_size) in call.refs.items():
+                setattr(refs, name, _TensorRef(region_id.encode(), offset, byte_size))
+            paths = _TensorPaths(struct_size=ctypes.sizeof(_TensorPaths))
+            prepared = time.perf_counter_ns()
+            code = self._lib.attn_client_attend_refs(*args, ctypes.byref(refs),
+                                                     ctypes.byref(timing), ctypes.byref(paths),
+                                                     error, _ERROR_BYTES)
+        elif call.refs:
+            self._region_function("attn_client_attend_refs")  # raises: regions need it
+        else:
+            prepared = time.perf_counter_ns()
+            code = self._lib.attn_client_attend(*args, ctypes.byref(timing), error, _ERROR_BYTES)
         returned = time.perf_counter_ns()
         if code != 0:
             raise self._error("Attend", code, error)
-        out = tensors.bits_as_output(bits, call.wire_dtype, call.like)
+        out = tensors.bits_as_output(bits, call.wire_dtype, call.like) if out_inline else None
         return out, lse, dict(
             receive_ns=timing.receive_ns, decode_ns=timing.decode_ns, queue_ns=timing.queue_ns,
             h2d_ns=timing.h2d_ns, kernel_ns=timing.kernel_ns, d2h_ns=timing.d2h_ns,
@@ -270,4 +366,6 @@ class NativeTransport:
             upload_ns=timing.upload_ns, streamed=bool(timing.streamed),
             request_id=timing.request_id.decode(), kernel=timing.kernel.decode(),
             backend=timing.backend.decode(), device=timing.device.decode("utf-8", "replace"),
-            kernel_tflops=timing.kernel_tflops)
+            kernel_tflops=timing.kernel_tflops,
+            **attend_call.path_fields(None if paths is None else
+                                      (paths.q, paths.k, paths.v, paths.out, paths.lse)))

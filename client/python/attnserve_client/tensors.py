@@ -102,6 +102,15 @@ def to_wire(array, dtype=None, ndim=4):
     return want, array.shape, bits.astype("<u2", copy=False)
 
 
+def holds_wire(dtype, wire_dtype):
+    """True when arrays of `dtype` hold `wire_dtype` elements as they are: the
+    types an output buffer may have (raw uint16/int16 bits hold either)."""
+    dtype = np.dtype(dtype)
+    if dtype in (np.uint16, np.int16):
+        return True
+    return dtype == np.float16 if wire_dtype == FP16 else _is_bf16_dtype(dtype)
+
+
 def _keeps_bits(dtype):
     """True when outputs for inputs of `dtype` are the 16-bit wire elements themselves."""
     return dtype == np.float16 or _is_bf16_dtype(dtype) or dtype in (np.uint16, np.int16)

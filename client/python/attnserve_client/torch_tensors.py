@@ -22,16 +22,21 @@ def torch_of(value):
     return None
 
 
-def to_bits(tensor, name):
-    """(uint16 NumPy bit patterns on the host, wire dtype) of a bf16/fp16 tensor."""
-    torch = torch_of(tensor)
-    if torch is None:
+def wire_dtype(tensor, name):
+    """The wire dtype (fp16/bf16) of a torch.float16/bfloat16 tensor; TypeError otherwise."""
+    if torch_of(tensor) is None:
         raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
     wire = _WIRE_NAMES.get(str(tensor.dtype).replace("torch.", ""))
     if wire is None:
         raise TypeError(f"{name} is {tensor.dtype}; torch tensors must be torch.bfloat16 or "
                         "torch.float16")
-    bits = tensor.detach().contiguous().cpu().view(torch.int16).numpy().view(np.uint16)
+    return wire
+
+
+def to_bits(tensor, name):
+    """(uint16 NumPy bit patterns on the host, wire dtype) of a bf16/fp16 tensor."""
+    wire = wire_dtype(tensor, name)
+    bits = tensor.detach().contiguous().cpu().view(torch_of(tensor).int16).numpy().view(np.uint16)
     return bits, wire
 
 

@@ -168,6 +168,115 @@ ATTN_CLIENT_C_API int attn_client_list_kernels(attn_client_t* client, attn_clien
 ATTN_CLIENT_C_API int attn_client_stats(attn_client_t* client, attn_client_buffer_t* message,
                                         char* error, size_t error_size);
 
+/* --- Same-host shared memory (attention.proto's HoldRegions) -------------
+ *
+ * With a server started with --allow_shared_memory and reached over a unix
+ * socket or loopback, tensors can stay in memory both processes map and be
+ * named by reference instead of travelling in messages
+ * (attn::AttentionClient::RegisterSystemRegion, RegisterCudaRegion,
+ * UnregisterRegion, ListRegions). Regions belong to the handle's lease,
+ * opened by its first registration; attn_client_close ends the lease and
+ * the server unregisters them all.
+ *
+ * Added after the functions above, which are unchanged: a caller of the
+ * older ABI is unaffected. Structs added here start with `struct_size`
+ * (the caller's sizeof), so that later versions can grow them and still
+ * read what an older caller passes. */
+
+/* Room for a region id (RegionInfo.region_id) and its NUL. */
+#define ATTN_CLIENT_REGION_ID_BYTES 64
+/* A cudaIpcMemHandle_t. */
+#define ATTN_CLIENT_CUDA_IPC_HANDLE_BYTES 64
+
+/* Registers bytes [offset, offset + byte_size) of the POSIX shared-memory
+ * object `shm_name` (shm_open's name, e.g. "/attn-42-0"; offset a multiple
+ * of the page size) as region `name` (1 to 64 bytes, unique in the lease).
+ * The server's id for it is written to `region_id`, which must hold
+ * region_id_size >= ATTN_CLIENT_REGION_ID_BYTES bytes. FAILED_PRECONDITION
+ * from a server without --allow_shared_memory; NOT_FOUND for an unknown
+ * object; ALREADY_EXISTS for a name the lease has. */
+ATTN_CLIENT_C_API int attn_client_register_system_region(attn_client_t* client, const char* name,
+                                                         const char* shm_name, int64_t offset,
+                                                         int64_t byte_size, char* region_id,
+                                                         size_t region_id_size, char* error,
+                                                         size_t error_size);
+
+/* Registers bytes [offset, offset + byte_size) of the device allocation
+ * exported by cudaIpcGetMemHandle (`ipc_handle`: its
+ * ATTN_CLIENT_CUDA_IPC_HANDLE_BYTES bytes) on CUDA device `device`, which a
+ * CUDA server on the same GPU reads and writes in place. Otherwise as
+ * attn_client_register_system_region (FAILED_PRECONDITION from a CPU
+ * server). */
+ATTN_CLIENT_C_API int attn_client_register_cuda_region(attn_client_t* client, const char* name,
+                                                       const void* ipc_handle, int device,
+                                                       int64_t offset, int64_t byte_size,
+                                                       char* region_id, size_t region_id_size,
+                                                       char* error, size_t error_size);
+
+/* Unregisters region `name`; returns once no request uses it (at most the
+ * client's rpc_timeout_s; DEADLINE_EXCEEDED after it). NOT_FOUND for a name
+ * the lease does not have. */
+ATTN_CLIENT_C_API int attn_client_unregister_region(attn_client_t* client, const char* name,
+                                                    char* error, size_t error_size);
+
+/* The lease's regions: a serialized ListRegionsResponse in *message (free it
+ * with attn_client_buffer_free). */
+ATTN_CLIENT_C_API int attn_client_list_regions(attn_client_t* client,
+                                               attn_client_buffer_t* message, char* error,
+                                               size_t error_size);
+
+/* One tensor in a registered region (attn::TensorRef): bytes
+ * [offset, offset + byte_size) of region `region_id`, in the layout the
+ * tensor has in memory (see attn_client_attend); offset a multiple of 16,
+ * byte_size exactly the tensor's. region_id NULL or "": not by reference. */
+typedef struct {
+  const char* region_id;
+  int64_t offset;
+  int64_t byte_size;
+} attn_client_tensor_ref_t;
+
+/* The tensors of one call that are in regions. */
+typedef struct {
+  size_t struct_size; /* sizeof(attn_client_tensor_refs_t) */
+  attn_client_tensor_ref_t q, k, v;
+  attn_client_tensor_ref_t out; /* the server writes O there */
+  attn_client_tensor_ref_t lse; /* the server writes the LSE there (asks for it) */
+} attn_client_tensor_refs_t;
+
+/* How a tensor travelled (proto TensorPath, same numbers). */
+enum {
+  ATTN_TENSOR_PATH_UNSPECIFIED = 0, /* a server from before regions; an LSE not asked for */
+  ATTN_TENSOR_PATH_INLINE = 1,      /* in the messages */
+  ATTN_TENSOR_PATH_SYSTEM_SHM = 2,  /* a system region */
+  ATTN_TENSOR_PATH_CUDA_IPC = 3     /* a CUDA region, read or written by the kernel in place */
+};
+
+typedef struct {
+  size_t struct_size; /* sizeof(attn_client_tensor_paths_t) */
+  int q, k, v, out, lse; /* ATTN_TENSOR_PATH_* */
+} attn_client_tensor_paths_t;
+
+/* attn_client_attend with tensors in regions: `refs` (NULL: none) names
+ * them, and then
+ *   q, k, v: NULL for a tensor given by reference (not both);
+ *   out: NULL when refs->out is set (O is not in the response), else as in
+ *     attn_client_attend;
+ *   lse: NULL when refs->lse is set; the LSE is asked for when either is;
+ *   paths: NULL, or receives how each tensor travelled (Timing.*_path).
+ * A reference whose byte_size is not the tensor's is INVALID_ARGUMENT
+ * naming it, before anything is sent; calls with references are unary
+ * (ATTN_TRANSPORT_STREAM is refused). The server checks the rest (region
+ * ids, bounds, alignment, outputs overlapping inputs) and its refusals come
+ * back with its code and message. */
+ATTN_CLIENT_C_API int attn_client_attend_refs(
+    attn_client_t* client, const char* kernel, int dtype, const void* q, const void* k,
+    const void* v, void* out, float* lse, const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_k,
+    int64_t batch, int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q, int64_t heads_kv,
+    int64_t head_dim, int causal, int64_t window_left, int64_t window_right, float softmax_scale,
+    int64_t total_q, int64_t total_k, double timeout_s, int transport, const char* request_id,
+    const attn_client_tensor_refs_t* refs, attn_client_timing_t* timing,
+    attn_client_tensor_paths_t* paths, char* error, size_t error_size);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
