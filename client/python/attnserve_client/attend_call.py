@@ -18,11 +18,22 @@ TENSOR_PATHS = ("unspecified", "inline", "system_shm", "cuda_ipc")
 _PATH_TENSORS = ("q", "k", "v", "out", "lse")
 
 
-def path_fields(numbers):
-    """Timing's q_path .. lse_path from the five TensorPath numbers (None: unknown)."""
+def path_fields(numbers, call=None):
+    """Timing's q_path .. lse_path from the five TensorPath numbers (None: unknown).
+
+    The server names the paths only when a tensor used a region; with `call`,
+    a path it left unspecified is "inline" for a tensor the call sent inline
+    (as the C++ client reports it).
+    """
     numbers = numbers or (0,) * len(_PATH_TENSORS)
-    return {f"{name}_path": TENSOR_PATHS[n] if 0 <= n < len(TENSOR_PATHS) else TENSOR_PATHS[0]
-            for name, n in zip(_PATH_TENSORS, numbers)}
+    fields = {f"{name}_path": TENSOR_PATHS[n] if 0 <= n < len(TENSOR_PATHS) else TENSOR_PATHS[0]
+              for name, n in zip(_PATH_TENSORS, numbers)}
+    if call is not None:
+        for name in _PATH_TENSORS:
+            sent_inline = name not in call.refs and (name != "lse" or call.return_lse)
+            if fields[f"{name}_path"] == TENSOR_PATHS[0] and sent_inline:
+                fields[f"{name}_path"] = "inline"
+    return fields
 
 
 @dataclasses.dataclass
