@@ -18,11 +18,19 @@ TENSOR_PATHS = ("unspecified", "inline", "system_shm", "cuda_ipc")
 _PATH_TENSORS = ("q", "k", "v", "out", "lse")
 
 
-def path_fields(numbers):
-    """Timing's q_path .. lse_path from the five TensorPath numbers (None: unknown)."""
-    numbers = numbers or (0,) * len(_PATH_TENSORS)
-    return {f"{name}_path": TENSOR_PATHS[n] if 0 <= n < len(TENSOR_PATHS) else TENSOR_PATHS[0]
-            for name, n in zip(_PATH_TENSORS, numbers)}
+def path_fields(numbers, call):
+    """Timing's q_path .. lse_path from the server's five TensorPath numbers
+    (None: none given), "inline" where it names none for a tensor `call` sent
+    or received inline: a server names the paths only when a region was used
+    (and servers from before regions never do), as the C++ client reads them."""
+    fields = {}
+    for name, n in zip(_PATH_TENSORS, numbers or (0,) * len(_PATH_TENSORS)):
+        path = TENSOR_PATHS[n] if 0 <= n < len(TENSOR_PATHS) else TENSOR_PATHS[0]
+        used = name != "lse" or call.return_lse
+        if path == TENSOR_PATHS[0] and used and name not in call.refs:
+            path = "inline"
+        fields[f"{name}_path"] = path
+    return fields
 
 
 @dataclasses.dataclass

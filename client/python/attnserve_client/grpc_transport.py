@@ -268,7 +268,8 @@ class GrpcTransport:
             upload_ns=client.get("upload_ns", 0), streamed=stream,
             request_id=response.request_id, kernel=response.kernel, backend=response.backend,
             device=response.device, kernel_tflops=response.kernel_tflops,
-            **attend_call.path_fields((t.q_path, t.k_path, t.v_path, t.out_path, t.lse_path)))
+            **attend_call.path_fields((t.q_path, t.k_path, t.v_path, t.out_path, t.lse_path),
+                                      call))
 
     def _attend_unary(self, header, bits, timeout, start):
         # The request is serialized here (header, then q, k, v appended as
