@@ -18,18 +18,21 @@ TENSOR_PATHS = ("unspecified", "inline", "system_shm", "cuda_ipc")
 _PATH_TENSORS = ("q", "k", "v", "out", "lse")
 
 
-def path_fields(numbers, call):
-    """Timing's q_path .. lse_path from the server's five TensorPath numbers
-    (None: none given), "inline" where it names none for a tensor `call` sent
-    or received inline: a server names the paths only when a region was used
-    (and servers from before regions never do), as the C++ client reads them."""
-    fields = {}
-    for name, n in zip(_PATH_TENSORS, numbers or (0,) * len(_PATH_TENSORS)):
-        path = TENSOR_PATHS[n] if 0 <= n < len(TENSOR_PATHS) else TENSOR_PATHS[0]
-        used = name != "lse" or call.return_lse
-        if path == TENSOR_PATHS[0] and used and name not in call.refs:
-            path = "inline"
-        fields[f"{name}_path"] = path
+def path_fields(numbers, call=None):
+    """Timing's q_path .. lse_path from the five TensorPath numbers (None: unknown).
+
+    The server names the paths only when a tensor used a region; with `call`,
+    a path it left unspecified is "inline" for a tensor the call sent inline
+    (as the C++ client reports it).
+    """
+    numbers = numbers or (0,) * len(_PATH_TENSORS)
+    fields = {f"{name}_path": TENSOR_PATHS[n] if 0 <= n < len(TENSOR_PATHS) else TENSOR_PATHS[0]
+              for name, n in zip(_PATH_TENSORS, numbers)}
+    if call is not None:
+        for name in _PATH_TENSORS:
+            sent_inline = name not in call.refs and (name != "lse" or call.return_lse)
+            if fields[f"{name}_path"] == TENSOR_PATHS[0] and sent_inline:
+                fields[f"{name}_path"] = "inline"
     return fields
 
 
