@@ -74,8 +74,7 @@ class Timing:
     device: str = ""
     kernel_tflops: float = 0.0
     # How each tensor travelled: "inline", "system_shm" (a system region),
-    # "cuda_ipc" (a CUDA region), "unspecified" (a server from before
-    # regions, or an LSE not asked for).
+    # "cuda_ipc" (a CUDA region); "unspecified" for an LSE not asked for.
     q_path: str = "unspecified"
     k_path: str = "unspecified"
     v_path: str = "unspecified"

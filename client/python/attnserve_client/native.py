@@ -368,4 +368,4 @@ class NativeTransport:
             backend=timing.backend.decode(), device=timing.device.decode("utf-8", "replace"),
             kernel_tflops=timing.kernel_tflops,
             **attend_call.path_fields(None if paths is None else
-                                      (paths.q, paths.k, paths.v, paths.out, paths.lse)))
+                                      (paths.q, paths.k, paths.v, paths.out, paths.lse), call))

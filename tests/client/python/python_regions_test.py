@@ -291,6 +291,22 @@ class SystemSharedMemoryTest(unittest.TestCase):
         self.assertTrue(wait_until(lambda: not os.path.exists("/dev/shm" + name)), name)
 
 
+class TimingPathsTest(unittest.TestCase):
+    def test_tensors_sent_inline_read_inline_where_the_server_names_no_path(self):
+        # Servers name paths only when a region was used (and older ones never).
+        from attnserve_client.attend_call import make_call, path_fields
+
+        q = np.zeros((1, 8, 2, 16), np.float16)
+        call = make_call(q, q, q, return_lse=True)
+        self.assertEqual(set(path_fields(None, call).values()), {"inline"})
+        call.refer("q", "id", 0, q.nbytes)
+        self.assertEqual(path_fields((2, 0, 0, 0, 2), call),
+                         dict(q_path="system_shm", k_path="inline", v_path="inline",
+                              out_path="inline", lse_path="system_shm"))
+        no_lse = make_call(q, q, q)
+        self.assertEqual(path_fields(None, no_lse)["lse_path"], "unspecified")
+
+
 class _FakeStorage:
     """What _share_cuda_ returns for a storage at byte 1024 of its block."""
 
