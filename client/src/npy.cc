@@ -265,55 +265,65 @@ std::string SerializeNpy(absl::string_view descr, const std::vector<int64_t>& sh
   return out;
 }
 
-absl::StatusOr<NpyTensor> ReadTensorNpy(const std::string& path, std::optional<DType> want,
+absl::StatusOr<NpyTensor> TensorFromNpy(NpyArray array, std::optional<DType> want,
                                         bool allow_packed) {
-  absl::StatusOr<NpyArray> array = ReadNpyFile(path);
-  if (!array.ok()) return array.status();
-  auto error = [&path](absl::string_view what) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
-  };
-  if (array->fortran_order) {
+  auto error = [](absl::string_view what) { return absl::InvalidArgumentError(what); };
+  if (array.fortran_order) {
     return error("Fortran-order array; save a C-order one (np.ascontiguousarray)");
   }
-  const bool packed = allow_packed && array->shape.size() == 3;
-  if (array->shape.size() != 4 && !packed) {
-    return error(absl::StrCat("shape ", ShapeTuple(array->shape),
+  const bool packed = allow_packed && array.shape.size() == 3;
+  if (array.shape.size() != 4 && !packed) {
+    return error(absl::StrCat("shape ", ShapeTuple(array.shape),
                               " is not 4-D [batch, seq_len, num_heads, head_dim]",
                               allow_packed ? " or 3-D [total_tokens, num_heads, head_dim]" : ""));
   }
-  if (packed) array->shape.insert(array->shape.begin(), 1);
+  if (packed) array.shape.insert(array.shape.begin(), 1);
   Descr descr;
-  ParseDescr(array->descr, &descr);  // validated by ParseNpy
-  if (BigEndian(descr)) SwapBytes(&array->data, descr.item_size);
+  if (!ParseDescr(array.descr, &descr)) {
+    return error(absl::StrCat("unsupported .npy dtype '", array.descr, "'"));
+  }
+  if (BigEndian(descr)) SwapBytes(&array.data, descr.item_size);
 
   NpyTensor tensor;
-  tensor.shape = Shape{array->shape[0], array->shape[1], array->shape[2], array->shape[3]};
+  tensor.shape = Shape{array.shape[0], array.shape[1], array.shape[2], array.shape[3]};
   tensor.packed = packed;
   const bool is_fp16 = descr.kind == 'f' && descr.item_size == 2;
   const bool is_bf16 = descr.kind == 'V' && descr.item_size == 2;
   if (is_fp16 || is_bf16) {
     tensor.dtype = is_fp16 ? DType::kFloat16 : DType::kBFloat16;
     if (want.has_value() && *want != tensor.dtype) {
-      return error(absl::StrCat("holds ", DTypeName(tensor.dtype), " ('", array->descr,
+      return error(absl::StrCat("holds ", DTypeName(tensor.dtype), " ('", array.descr,
                                 "') but ", DTypeName(*want), " was asked for"));
     }
-    tensor.bytes = std::move(array->data);
+    tensor.bytes = std::move(array.data);
     return tensor;
   }
   if (!want.has_value()) {
-    return error(absl::StrCat("dtype '", array->descr,
+    return error(absl::StrCat("dtype '", array.descr,
                               "' is not fp16 or bf16; name the dtype to convert to"));
   }
   tensor.dtype = *want;
   if (descr.kind == 'f' && descr.item_size == 4) {
-    ConvertFloats<float>(array->data, tensor.dtype, &tensor.bytes);
+    ConvertFloats<float>(array.data, tensor.dtype, &tensor.bytes);
   } else if (descr.kind == 'f' && descr.item_size == 8) {
-    ConvertFloats<double>(array->data, tensor.dtype, &tensor.bytes);
+    ConvertFloats<double>(array.data, tensor.dtype, &tensor.bytes);
   } else if ((descr.kind == 'i' || descr.kind == 'u') && descr.item_size == 2) {
-    tensor.bytes = std::move(array->data);  // raw 16-bit patterns
+    tensor.bytes = std::move(array.data);  // raw 16-bit patterns
   } else {
-    return error(absl::StrCat("unsupported dtype '", array->descr,
+    return error(absl::StrCat("unsupported dtype '", array.descr,
                               "' (use float16, bfloat16, float32, float64 or 16-bit bits)"));
+  }
+  return tensor;
+}
+
+absl::StatusOr<NpyTensor> ReadTensorNpy(const std::string& path, std::optional<DType> want,
+                                        bool allow_packed) {
+  absl::StatusOr<NpyArray> array = ReadNpyFile(path);
+  if (!array.ok()) return array.status();
+  absl::StatusOr<NpyTensor> tensor = TensorFromNpy(*std::move(array), want, allow_packed);
+  if (!tensor.ok()) {
+    return absl::Status(tensor.status().code(),
+                        absl::StrCat(path, ": ", tensor.status().message()));
   }
   return tensor;
 }

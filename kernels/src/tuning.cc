@@ -6,10 +6,23 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace attn {
+namespace {
+
+// The first control character (a stray '\r', say) in `field`, or 0.
+unsigned char ControlCharacter(absl::string_view field) {
+  for (char c : field) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) return u;
+  }
+  return 0;
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<TuningEntry>> ParseTuningTable(absl::string_view text) {
   std::vector<TuningEntry> entries;
@@ -23,6 +36,16 @@ absl::StatusOr<std::vector<TuningEntry>> ParseTuningTable(absl::string_view text
       return absl::InvalidArgumentError(absl::StrCat(
           "tuning table line ", line_number,
           ": expected '<device>\\t<candidate>[\\t<note>]', got '", line, "'"));
+    }
+    // Fields are text: FormatTuningTable writes them back as they are, and
+    // a control character would not survive that (nor match a device).
+    for (size_t i = 0; i < fields.size(); ++i) {
+      if (const unsigned char c = ControlCharacter(fields[i]); c != 0) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "tuning table line %d: field %d has control character 0x%02x; fields are text "
+            "separated by tabs",
+            line_number, i + 1, c));
+      }
     }
     entries.push_back({fields[0], fields[1], fields.size() == 3 ? fields[2] : ""});
   }

@@ -7,7 +7,6 @@
 
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/wire_format_lite.h"
 
 namespace attn::server {
@@ -16,7 +15,6 @@ namespace {
 namespace pb = ::attnserve::v1;
 using google::protobuf::internal::WireFormatLite;
 using google::protobuf::io::CodedInputStream;
-using google::protobuf::io::CodedOutputStream;
 
 // protobuf's view of a list of slices, without copying them. (grpc's own
 // ProtoBufferReader reads the ByteBuffer itself; this one reads slices we
@@ -74,52 +72,95 @@ constexpr int kQField = pb::AttendRequest::kQFieldNumber;
 constexpr int kKField = pb::AttendRequest::kKFieldNumber;
 constexpr int kVField = pb::AttendRequest::kVFieldNumber;
 
+// The longest tag or length protobuf's parser reads: a varint of 32 bits.
+// (CodedInputStream reads up to 10 bytes and drops the excess; the generated
+// parser refuses them.)
+constexpr int kMaxVarint32Bytes = 5;
+
+// Walks the slices once, in order, copying or skipping the bytes up to a
+// position of the body: every field but the tensors is copied, byte for
+// byte, for the generated parser.
+class SliceCursor {
+ public:
+  explicit SliceCursor(const std::vector<grpc::Slice>& slices) : slices_(slices) {}
+
+  // Moves to body position `end`, appending the bytes passed to *out
+  // (nullptr: skipping them).
+  void MoveTo(int64_t end, std::string* out) {
+    while (position_ < end) {
+      const grpc::Slice& slice = slices_[index_];
+      const int64_t take =
+          std::min<int64_t>(static_cast<int64_t>(slice.size() - offset_), end - position_);
+      if (out != nullptr) {
+        out->append(reinterpret_cast<const char*>(slice.begin()) + offset_,
+                    static_cast<size_t>(take));
+      }
+      offset_ += static_cast<size_t>(take);
+      position_ += take;
+      if (offset_ == slice.size()) {
+        ++index_;
+        offset_ = 0;
+      }
+    }
+  }
+
+ private:
+  const std::vector<grpc::Slice>& slices_;
+  size_t index_ = 0;
+  size_t offset_ = 0;  // within slices_[index_]
+  int64_t position_ = 0;
+};
+
 }  // namespace
 
 bool AttendRequestReader::Parse(const grpc::ByteBuffer& bytes) {
   Release();
   if (!bytes.Dump(&slices_).ok()) return false;
-  size_t total = 0;
-  for (const grpc::Slice& s : slices_) total += s.size();
 
   SliceInputStream stream(slices_);
   CodedInputStream in(&stream);
   in.SetTotalBytesLimit(std::numeric_limits<int>::max());
-  // Every field but the tensors, re-serialized as it came, for the
-  // generated parser.
+  // Every field but the tensors, copied as it came, for the generated
+  // parser: its rules (encodings, UTF-8, groups, merging) apply to them
+  // exactly.
   std::string header_bytes;
-  {
-    google::protobuf::io::StringOutputStream header_stream(&header_bytes);
-    CodedOutputStream header_out(&header_stream);
-    while (true) {
-      const uint32_t tag = in.ReadTag();
-      if (tag == 0) break;  // the end, or a malformed tag (told apart below)
-      const int field = WireFormatLite::GetTagFieldNumber(tag);
-      const bool tensor =
-          WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED &&
-          (field == kQField || field == kKField || field == kVField);
-      if (!tensor) {
-        if (!WireFormatLite::SkipField(&in, tag, &header_out)) return false;
-        continue;
-      }
-      uint32_t length = 0;
-      if (!in.ReadVarint32(&length)) return false;
-      TensorBytes& target = field == kQField ? q_ : field == kKField ? k_ : v_;
-      target.Clear();  // the last occurrence wins
-      while (length > 0) {
-        const void* data = nullptr;
-        int size = 0;
-        if (!in.GetDirectBufferPointer(&data, &size)) return false;  // truncated
-        const int take = static_cast<int>(std::min<uint32_t>(length, static_cast<uint32_t>(size)));
-        target.Append(absl::string_view(static_cast<const char*>(data), take));
-        in.Skip(take);
-        length -= static_cast<uint32_t>(take);
-      }
+  SliceCursor cursor(slices_);
+  while (true) {
+    const int field_start = in.CurrentPosition();
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) {
+      // The end of the body, or a tag that is malformed, cut short by the
+      // end, or 0: only the first is a message.
+      if (!in.ConsumedEntireMessage()) return false;
+      break;
     }
+    if (in.CurrentPosition() - field_start > kMaxVarint32Bytes) return false;
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    const bool tensor =
+        WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED &&
+        (field == kQField || field == kKField || field == kVField);
+    if (!tensor) {
+      if (!WireFormatLite::SkipField(&in, tag)) return false;
+      cursor.MoveTo(in.CurrentPosition(), &header_bytes);
+      continue;
+    }
+    const int length_start = in.CurrentPosition();
+    uint32_t length = 0;
+    if (!in.ReadVarint32(&length)) return false;
+    if (in.CurrentPosition() - length_start > kMaxVarint32Bytes) return false;
+    TensorBytes& target = field == kQField ? q_ : field == kKField ? k_ : v_;
+    target.Clear();  // the last occurrence wins
+    while (length > 0) {
+      const void* data = nullptr;
+      int size = 0;
+      if (!in.GetDirectBufferPointer(&data, &size)) return false;  // truncated
+      const int take = static_cast<int>(std::min<uint32_t>(length, static_cast<uint32_t>(size)));
+      target.Append(absl::string_view(static_cast<const char*>(data), take));
+      in.Skip(take);
+      length -= static_cast<uint32_t>(take);
+    }
+    cursor.MoveTo(in.CurrentPosition(), nullptr);
   }
-  // ReadTag gives 0 at the end and on a malformed tag: only the first
-  // consumed everything.
-  if (static_cast<size_t>(in.CurrentPosition()) != total) return false;
   return header_.ParseFromString(header_bytes);
 }
 

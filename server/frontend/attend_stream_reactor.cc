@@ -15,7 +15,6 @@ namespace {
 
 namespace pb = ::attnserve::v1;
 
-constexpr InputTensor kInputs[3] = {InputTensor::kQ, InputTensor::kK, InputTensor::kV};
 constexpr absl::string_view kRpc = "AttendStream";
 
 }  // namespace
@@ -37,20 +36,9 @@ AttendStreamReactor::~AttendStreamReactor() {
 }
 
 void AttendStreamReactor::ReleaseInputs() {
-  for (std::string& input : inputs_) std::string().swap(input);
+  inputs_.Release();
   runtime_->stream_budget().Release(input_reserved_);
   input_reserved_ = 0;
-}
-
-std::string AttendStreamReactor::ReceivedText() const {
-  if (!spec_.has_value()) return "no header received";
-  std::string text = "received";
-  for (int i = 0; i < 3; ++i) {
-    absl::StrAppendFormat(&text, "%s%d of %d bytes of %s", i == 0 ? " " : ", ",
-                          inputs_[i].size(), InputBytes(*spec_, kInputs[i]),
-                          InputName(kInputs[i]));
-  }
-  return text;
 }
 
 void AttendStreamReactor::Expire(StreamWatchdog::Reason reason, absl::Duration limit) {
@@ -66,19 +54,19 @@ void AttendStreamReactor::Expire(StreamWatchdog::Reason reason, absl::Duration l
         status = absl::DeadlineExceededError(absl::StrFormat(
             "AttendStream upload received no message for %s (--stream_idle_timeout_s); %s; its "
             "buffers are released",
-            waited, ReceivedText()));
+            waited, inputs_.ReceivedText()));
         break;
       case StreamWatchdog::Reason::kUploadTimeout:
         status = absl::DeadlineExceededError(absl::StrFormat(
             "AttendStream upload not complete %s after the call started "
             "(--stream_upload_timeout_s); %s; its buffers are released",
-            waited, ReceivedText()));
+            waited, inputs_.ReceivedText()));
         break;
       case StreamWatchdog::Reason::kDrain:
         status = absl::UnavailableError(absl::StrFormat(
             "attn_server is shutting down and this AttendStream upload had received nothing for "
             "%s (--drain_upload_idle_s); %s; retry on another server",
-            waited, ReceivedText()));
+            waited, inputs_.ReceivedText()));
         break;
     }
     // The buffers go back now, not when gRPC gets round to OnDone.
@@ -127,7 +115,7 @@ void AttendStreamReactor::OnReadDone(bool ok) {
                  : absl::InvalidArgumentError(
                        "the first AttendStream message must be a header; got a chunk");
   } else if (request_.has_chunk()) {
-    status = OnChunk(request_.chunk());
+    status = inputs_.Add(request_.chunk());
   } else if (request_.has_header()) {
     status = absl::InvalidArgumentError("AttendStream got a second header; send it only once");
   } else {
@@ -154,15 +142,7 @@ absl::Status AttendStreamReactor::OnHeader(const pb::AttendRequest& header, Fail
         "AttendStream takes no region references (q_ref ... lse_ref); tensors in shared-memory "
         "regions need no stream: use Attend");
   }
-  const std::string* inline_tensors[3] = {&header.q(), &header.k(), &header.v()};
-  for (int i = 0; i < 3; ++i) {
-    if (!inline_tensors[i]->empty()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "header.%s has %d bytes; AttendStream carries tensors in chunks only (leave "
-          "header.q, header.k and header.v empty)",
-          InputName(kInputs[i]), inline_tensors[i]->size()));
-    }
-  }
+  RETURN_IF_ERROR(StreamInputs::CheckHeaderHasNoTensors(header));
   const int64_t input_bytes = spec->InputBytes();
   const int64_t output_bytes = spec->OutputBytes();
   const int64_t call_bytes = input_bytes + output_bytes;
@@ -186,52 +166,10 @@ absl::Status AttendStreamReactor::OnHeader(const pb::AttendRequest& header, Fail
   admitted_reserved_ = call_bytes;
   input_reserved_ = input_bytes;
   output_reserved_ = output_bytes;
-  // Capacity only: chunks append in order, so nothing is zero-filled.
-  for (int i = 0; i < 3; ++i) {
-    inputs_[i].reserve(static_cast<size_t>(InputBytes(*spec, kInputs[i])));
-  }
   spec_ = *std::move(spec);
+  inputs_.Start(*spec_);
   header_decoded_ = absl::Now();
   times_.decode_ns = ToNanos(header_decoded_ - arrival_);
-  return absl::OkStatus();
-}
-
-absl::Status AttendStreamReactor::OnChunk(const pb::TensorChunk& chunk) {
-  int index = -1;
-  switch (chunk.tensor()) {
-    case pb::TENSOR_Q:
-      index = 0;
-      break;
-    case pb::TENSOR_K:
-      index = 1;
-      break;
-    case pb::TENSOR_V:
-      index = 2;
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "chunk.tensor is %s; request chunks carry TENSOR_Q, TENSOR_K or TENSOR_V",
-          pb::TensorName_IsValid(chunk.tensor()) ? pb::TensorName_Name(chunk.tensor())
-                                                 : absl::StrFormat("%d", chunk.tensor())));
-  }
-  std::string& input = inputs_[index];
-  const char* name = InputName(kInputs[index]);
-  const int64_t received = static_cast<int64_t>(input.size());
-  const int64_t needed = InputBytes(*spec_, kInputs[index]);
-  if (chunk.offset() != received) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "chunk.offset is %d for %s; expected %d (the bytes of %s received so far): a "
-        "tensor's chunks must arrive in order",
-        chunk.offset(), name, received, name));
-  }
-  const int64_t size = static_cast<int64_t>(chunk.data().size());
-  if (size > needed - received) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "chunk of %s at offset %d has %d bytes, past the end of %s: shape %s in %s needs %d", name,
-        chunk.offset(), size, name, InputShapeText(*spec_, kInputs[index]), DTypeName(spec_->dtype),
-        needed));
-  }
-  input.append(chunk.data());
   return absl::OkStatus();
 }
 
@@ -241,25 +179,17 @@ void AttendStreamReactor::OnInputComplete() {
     Fail(absl::InvalidArgumentError("AttendStream ended before its header"), FailureKind::kOther);
     return;
   }
-  for (int i = 0; i < 3; ++i) {
-    const int64_t received = static_cast<int64_t>(inputs_[i].size());
-    const int64_t needed = InputBytes(*spec_, kInputs[i]);
-    if (received != needed) {
-      Fail(absl::InvalidArgumentError(absl::StrFormat(
-               "AttendStream ended with %d of the %d bytes of %s (shape %s in %s)", received,
-               needed, InputName(kInputs[i]), InputShapeText(*spec_, kInputs[i]),
-               DTypeName(spec_->dtype))),
-           FailureKind::kOther);
-      return;
-    }
+  if (absl::Status complete = inputs_.CheckComplete(); !complete.ok()) {
+    Fail(complete, FailureKind::kOther);
+    return;
   }
   times_.receive_ns = ToNanos(absl::Now() - header_decoded_);
 
   auto job = std::make_unique<Job>();
   job->spec = *spec_;
-  job->q = TensorBytes(inputs_[0]);
-  job->k = TensorBytes(inputs_[1]);
-  job->v = TensorBytes(inputs_[2]);
+  job->q = inputs_.View(InputTensor::kQ);
+  job->k = inputs_.View(InputTensor::kK);
+  job->v = inputs_.View(InputTensor::kV);
   job->out = &out_;
   if (spec_->problem.return_lse) job->lse = &lse_;
   job->arrival = arrival_;

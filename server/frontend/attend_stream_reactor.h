@@ -4,11 +4,11 @@
 // protocol). It checks the header as soon as it arrives, reserves the call's
 // buffers (q, k and v at their own sizes, the output and the LSE) from the
 // server's stream budget, and checks every chunk as it arrives: in order per
-// tensor, never past the tensor's size. So a call never holds more than its
-// problem needs, and all calls together never more than
-// --max_stream_buffer_bytes. When the client half-closes with q, k and v
-// complete, the job goes to the scheduler; the output goes back as a header
-// and in-order chunks (TENSOR_OUT, then TENSOR_LSE with return_lse).
+// tensor, never past the tensor's size (StreamInputs, stream_inputs.h). So a
+// call never holds more than its problem needs, and all calls together never
+// more than --max_stream_buffer_bytes. When the client half-closes with q, k
+// and v complete, the job goes to the scheduler; the output goes back as a
+// header and in-order chunks (TENSOR_OUT, then TENSOR_LSE with return_lse).
 //
 // Reactions only copy bytes and start the next read or write; they never
 // block. The reactor deletes itself when gRPC calls OnDone.
@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "attnserve/v1/attention.grpc.pb.h"
 #include "frontend/call_gate.h"
+#include "frontend/stream_inputs.h"
 #include "scheduling/job.h"
 #include "limits/stream_watchdog.h"
 #include "runtime.h"
@@ -59,7 +60,6 @@ class AttendStreamReactor final
   // refusal counts.
   absl::Status OnHeader(const attnserve::v1::AttendRequest& header, FailureKind* kind)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status OnChunk(const attnserve::v1::TensorChunk& chunk);
   // All input read (the client half-closed): check completeness, submit.
   void OnInputComplete();
   void OnJobDone(std::unique_ptr<Job> job, absl::Status status);
@@ -70,8 +70,6 @@ class AttendStreamReactor final
   void FailEnded(const absl::Status& status);
   // StreamWatchdog::Target: a timeout passed (see the file comment).
   void Expire(StreamWatchdog::Reason reason, absl::Duration limit) override ABSL_LOCKS_EXCLUDED(mu_);
-  // "q 10 of 1024 bytes, k ..." for the messages of ended uploads.
-  std::string ReceivedText() const;
 
   Runtime* const runtime_;
   CallGate* const gate_;
@@ -83,7 +81,7 @@ class AttendStreamReactor final
   attnserve::v1::AttendStreamRequest request_;
   attnserve::v1::AttendStreamResponse response_;
   std::optional<RequestSpec> spec_;  // set once the header passed
-  std::string inputs_[3];            // q, k, v as received so far
+  StreamInputs inputs_;              // q, k, v as received so far
   std::string out_;
   std::string lse_;              // with return_lse
   int64_t input_reserved_ = 0;   // stream budget held for inputs_

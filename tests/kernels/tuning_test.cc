@@ -32,6 +32,21 @@ TEST(TuningTableTest, RejectsMalformedLinesNamingTheLine) {
   EXPECT_NE(entries.status().message().find("line 2"), std::string::npos);
 }
 
+TEST(TuningTableTest, RejectsControlCharactersNamingTheLineAndField) {
+  // A stray carriage return before the line's own (found by
+  // tuning_table_fuzzer: it did not survive FormatTuningTable).
+  absl::StatusOr<std::vector<TuningEntry>> entries = ParseTuningTable("dev\tk07/a\r\r\n");
+  ASSERT_EQ(entries.status().code(), absl::StatusCode::kInvalidArgument) << entries.status();
+  EXPECT_EQ(entries.status().message(),
+            "tuning table line 1: field 2 has control character 0x0d; fields are text separated "
+            "by tabs");
+  entries = ParseTuningTable("# ok\nde\x01v\tk07/a\n");
+  ASSERT_EQ(entries.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(entries.status().message().find("line 2: field 1 has control character 0x01"),
+            std::string::npos)
+      << entries.status();
+}
+
 TEST(TuningTableTest, FormatParsesBack) {
   const std::vector<TuningEntry> in = {{"Dev A", "k07/a", "note 1"}, {"Dev B", "k07/b", ""}};
   absl::StatusOr<std::vector<TuningEntry>> out = ParseTuningTable(FormatTuningTable(in));

@@ -114,6 +114,13 @@ TEST(AttendRequestReaderTest, RejectsWhatTheGeneratedParserRejects) {
       std::string("\x32\xff\xff\xff\xff\x0f", 6),  // q longer than the body
       std::string("\x0a\x02\xc3\x28", 4),          // request_id not UTF-8
       std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11),  // malformed tag
+      // Found by attend_request_fuzzer: a last tag cut short, a tag of 0, a
+      // tag of 8 bytes (protobuf reads at most 5), and lengths of 6 bytes.
+      wire + std::string("\x96\xb5", 2),
+      wire + std::string("\x00", 1),
+      std::string("\xb9\xff\xff\xff\xff\xff\xff\x00", 8) + std::string(8, '\0'),
+      std::string("\x0a\x80\x80\x80\x80\x80\x00", 7),  // request_id
+      std::string("\x32\x80\x80\x80\x80\x80\x00", 7),  // q
   };
   for (const std::string& body : bad) {
     pb::AttendRequest generated;

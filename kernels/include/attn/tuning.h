@@ -27,7 +27,8 @@ struct TuningEntry {
   std::string note;
 };
 
-// Parses a table; INVALID_ARGUMENT naming the line for malformed lines.
+// Parses a table; INVALID_ARGUMENT naming the line for malformed lines (not
+// two or three fields, an empty device or candidate, a control character).
 absl::StatusOr<std::vector<TuningEntry>> ParseTuningTable(absl::string_view text);
 
 // Renders entries in the format ParseTuningTable reads.

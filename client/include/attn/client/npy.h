@@ -73,6 +73,10 @@ struct NpyTensor {
 // and the problem.
 absl::StatusOr<NpyTensor> ReadTensorNpy(const std::string& path, std::optional<DType> want,
                                         bool allow_packed = false);
+// The same for an array as ParseNpy returns it (data sized by descr and
+// shape); the messages do not name a file.
+absl::StatusOr<NpyTensor> TensorFromNpy(NpyArray array, std::optional<DType> want,
+                                        bool allow_packed = false);
 
 // Writes a [B, S, H, D] tensor of 16-bit elements: fp16 as '<f2', bf16 as
 // '<V2'. `bytes` must hold shape.NumElements() * 2 bytes.

@@ -1,0 +1,106 @@
+// fuzz/attend_request_fuzzer.cc
+//
+// attn_server's unary request path on arbitrary bytes: AttendRequestReader
+// (the server's own parser, which leaves q, k and v in the received slices)
+// and the codec's checks (DecodeAttendRequest, tensor_codec.h).
+//
+// Input: byte 0 picks the slice size (byte + 1), the rest is the body, cut
+// into slices of that size as gRPC might have received it.
+//
+// Asserted, for every input (a failure aborts; libFuzzer reports a crash):
+//   1. the reader accepts exactly the bodies protobuf's generated parser
+//      accepts;
+//   2. when it does, it yields the same fields: its header equals the
+//      generated message without q, k and v, and q, k, v have the same bytes;
+//   3. decoding the reader's result and the generated message gives the same
+//      status (code and message) and, when OK, the same request;
+//   4. a refusal is one of the codes the codec documents, with a message.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "attnserve/v1/attention.pb.h"
+#include "frontend/attend_request_reader.h"
+#include "frontend/tensor_codec.h"
+#include "fuzz_check.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
+#include "server_fuzz_support.h"
+#include "server_options.h"
+
+namespace {
+
+namespace pb = ::attnserve::v1;
+using attn::server::AttendRequestReader;
+using attn::server::RequestSpec;
+
+void CheckSameSpec(const RequestSpec& a, const RequestSpec& b) {
+  FUZZ_CHECK(a.request_id == b.request_id, "request_id");
+  FUZZ_CHECK(a.dtype == b.dtype, "dtype");
+  FUZZ_CHECK(a.problem.ToString() == b.problem.ToString(), "%s vs %s",
+             a.problem.ToString().c_str(), b.problem.ToString().c_str());
+  FUZZ_CHECK(a.problem.softmax_scale == b.problem.softmax_scale, "softmax_scale");
+  FUZZ_CHECK(a.problem.total_q == b.problem.total_q && a.problem.total_k == b.problem.total_k,
+             "varlen totals");
+  FUZZ_CHECK(a.cu_seqlens_q == b.cu_seqlens_q && a.cu_seqlens_k == b.cu_seqlens_k, "cu_seqlens");
+  FUZZ_CHECK(a.kernel == b.kernel, "kernel");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const size_t slice = static_cast<size_t>(data[0]) + 1;
+  const std::string body(reinterpret_cast<const char*>(data + 1), size - 1);
+
+  std::vector<grpc::Slice> slices;
+  for (size_t at = 0; at < body.size(); at += slice) {
+    slices.emplace_back(body.data() + at, std::min(slice, body.size() - at));
+  }
+  const grpc::ByteBuffer buffer(slices.data(), slices.size());
+
+  AttendRequestReader reader;
+  const bool read = reader.Parse(buffer);
+  pb::AttendRequest generated;
+  const bool parsed = generated.ParseFromString(body);
+  FUZZ_CHECK(read == parsed, "reader %d, generated parser %d (%zu bytes in slices of %zu)", read,
+             parsed, body.size(), slice);
+  if (!read) return 0;
+
+  // 2. The same fields.
+  FUZZ_CHECK(attn::fuzz::Bytes(reader.q()) == generated.q(), "q");
+  FUZZ_CHECK(attn::fuzz::Bytes(reader.k()) == generated.k(), "k");
+  FUZZ_CHECK(attn::fuzz::Bytes(reader.v()) == generated.v(), "v");
+  pb::AttendRequest without_tensors = generated;
+  without_tensors.clear_q();
+  without_tensors.clear_k();
+  without_tensors.clear_v();
+  FUZZ_CHECK(google::protobuf::util::MessageDifferencer::Equals(reader.header(), without_tensors),
+             "header:\n%s\nvs\n%s", reader.header().DebugString().c_str(),
+             without_tensors.DebugString().c_str());
+
+  // 3. The same decoding. Small limits keep sizes (and messages) realistic
+  // for both paths alike.
+  attn::server::Limits limits;
+  limits.max_tokens_per_request = int64_t{1} << 20;
+  const absl::StatusOr<RequestSpec> from_reader = attn::server::DecodeAttendRequest(
+      reader.header(), {reader.q().size(), reader.k().size(), reader.v().size()}, limits,
+      attn::fuzz::CpuCatalog());
+  const absl::StatusOr<RequestSpec> from_generated =
+      attn::server::DecodeAttendRequest(generated, limits, attn::fuzz::CpuCatalog());
+  FUZZ_CHECK(from_reader.status() == from_generated.status(), "%s vs %s",
+             from_reader.status().ToString().c_str(), from_generated.status().ToString().c_str());
+  if (from_reader.ok()) {
+    CheckSameSpec(*from_reader, *from_generated);
+    return 0;
+  }
+
+  // 4. Refusals.
+  attn::fuzz::CheckDecodeRefusal(from_reader.status());
+  return 0;
+}

@@ -1,0 +1,51 @@
+// fuzz/server_fuzz_support.h
+//
+// What the server fuzz targets share: the CPU backend's kernel catalog,
+// a TensorBytes view flattened into one string, and the check every
+// refusal of the request codec must pass.
+#ifndef ATTN_FUZZ_SERVER_FUZZ_SUPPORT_H_
+#define ATTN_FUZZ_SERVER_FUZZ_SUPPORT_H_
+
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "backends/kernel_catalog.h"
+#include "fuzz_check.h"
+#include "scheduling/tensor_bytes.h"
+
+namespace attn::fuzz {
+
+// The catalog attn_server --backend=cpu resolves requests against.
+inline const server::KernelCatalog& CpuCatalog() {
+  static const server::KernelCatalog* catalog = [] {
+    absl::StatusOr<server::KernelCatalog> c = server::KernelCatalog::ForBackend(Backend::kCpu);
+    FUZZ_CHECK(c.ok(), "%s", c.status().ToString().c_str());
+    return new server::KernelCatalog(*std::move(c));
+  }();
+  return *catalog;
+}
+
+inline std::string Bytes(const server::TensorBytes& t) {
+  std::string out(static_cast<size_t>(t.size()), '\0');
+  t.CopyTo(out.data());
+  return out;
+}
+
+// A refusal of DecodeRequestHeader / DecodeAttendRequest: one of the codes
+// tensor_codec.h documents, with a message.
+inline void CheckDecodeRefusal(const absl::Status& status) {
+  const absl::StatusCode code = status.code();
+  FUZZ_CHECK(code == absl::StatusCode::kInvalidArgument ||
+                 code == absl::StatusCode::kResourceExhausted ||
+                 code == absl::StatusCode::kNotFound ||
+                 code == absl::StatusCode::kFailedPrecondition,
+             "%s", status.ToString().c_str());
+  FUZZ_CHECK(!status.message().empty(), "a refusal without a message");
+}
+
+}  // namespace attn::fuzz
+
+#endif  // ATTN_FUZZ_SERVER_FUZZ_SUPPORT_H_
