@@ -293,6 +293,17 @@ absl::StatusOr<NpyTensor> TensorFromNpy(NpyArray array, std::optional<DType> wan
                               allow_packed ? " or 3-D [total_tokens, num_heads, head_dim]" : ""));
   }
   if (packed) array.shape.insert(array.shape.begin(), 1);
+  // Shape::NumElements multiplies batch * seq_len * num_heads * head_dim in
+  // int64: every partial product must fit, even where a later 0 makes the
+  // array empty.
+  int64_t elements = 1;
+  for (int64_t dim : array.shape) {
+    if (dim != 0 && elements > std::numeric_limits<int64_t>::max() / dim) {
+      return error(absl::StrCat("shape ", ShapeTuple(array.shape),
+                                " has too many elements to count in 64 bits"));
+    }
+    elements *= dim;
+  }
   Descr descr;
   if (!ParseDescr(array.descr, &descr)) {
     return error(absl::StrCat("unsupported .npy dtype '", array.descr, "'"));

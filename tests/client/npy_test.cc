@@ -79,6 +79,12 @@ TEST(NpyTest, RejectsShapesWhoseSizeOverflowsAndKeepsEmptyOnes) {
   array = ParseNpy(SerializeNpy("<f2", {big, big, 0, big}, ""));  // no element at all
   ASSERT_TRUE(array.ok()) << array.status();
   EXPECT_TRUE(array->data.empty());
+  // As a tensor, Shape::NumElements would still overflow on the way to the 0.
+  absl::StatusOr<NpyTensor> tensor = TensorFromNpy(*array, std::nullopt);
+  ASSERT_EQ(tensor.status().code(), absl::StatusCode::kInvalidArgument) << tensor.status();
+  EXPECT_EQ(tensor.status().message(),
+            "shape (4294967296, 4294967296, 0, 4294967296) has too many elements to count in 64 "
+            "bits");
 }
 
 TEST(NpyTest, TensorRoundTripForBothDtypes) {
