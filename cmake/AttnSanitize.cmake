@@ -1,5 +1,5 @@
 # Sanitizer and fuzzing builds of the CPU parts (kernels' CPU code, proto,
-# server, clients, tests): deploy/scripts/sanitizer_checks.sh runs them (by hand; not yet in CI).
+# server, clients, tests): deploy/scripts/sanitizer_checks.sh runs them (test.sh, so CI).
 #
 #   -DATTN_SANITIZE=address,undefined   ASan + UBSan; UBSan aborts on its
 #                                       first finding (-fno-sanitize-recover=all)

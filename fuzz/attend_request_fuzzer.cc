@@ -53,6 +53,11 @@ void CheckSameSpec(const RequestSpec& a, const RequestSpec& b) {
 
 }  // namespace
 
+extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
+  attn::fuzz::SilenceProtobufLogs();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const size_t slice = static_cast<size_t>(data[0]) + 1;
@@ -64,6 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const grpc::ByteBuffer buffer(slices.data(), slices.size());
 
+  // 1. The same verdict.
   AttendRequestReader reader;
   const bool read = reader.Parse(buffer);
   pb::AttendRequest generated;

@@ -47,6 +47,11 @@ void CheckHasMessage(const absl::Status& status) {
 
 }  // namespace
 
+extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
+  attn::fuzz::SilenceProtobufLogs();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Small limits: the buffers StreamInputs reserves stay small.
   attn::server::Limits limits;
@@ -98,8 +103,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  added.ToString().c_str());
       CheckHasMessage(added);
       for (int i = 0; i < 3; ++i) {
-        FUZZ_CHECK(attn::fuzz::Bytes(inputs.View(kInputs[i])) == expected[i], "a refused chunk changed %s",
-                   attn::server::InputName(kInputs[i]));
+        FUZZ_CHECK(attn::fuzz::Bytes(inputs.View(kInputs[i])) == expected[i],
+                   "a refused chunk changed %s", attn::server::InputName(kInputs[i]));
       }
       (void)inputs.ReceivedText();
       return 0;  // the first refusal ends the call
@@ -110,8 +115,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                static_cast<long long>(chunk.offset()), expected[index].size());
     expected[index] += chunk.data();
     for (int i = 0; i < 3; ++i) {
-      FUZZ_CHECK(attn::fuzz::Bytes(inputs.View(kInputs[i])) == expected[i], "%s differs from its chunks",
-                 attn::server::InputName(kInputs[i]));
+      FUZZ_CHECK(attn::fuzz::Bytes(inputs.View(kInputs[i])) == expected[i],
+                 "%s differs from its chunks", attn::server::InputName(kInputs[i]));
       FUZZ_CHECK(inputs.received(kInputs[i]) <= attn::server::InputBytes(*spec, kInputs[i]),
                  "%s holds more than its shape needs", attn::server::InputName(kInputs[i]));
     }

@@ -179,6 +179,8 @@ def npy_corpus(out):
     write(out, "fortran_order", npy("<f2", (1, 1, 2, 2), pattern(8, 8), fortran=True))
     write(out, "one_dimension", npy("<f4", (3,), pattern(12, 9)))
     write(out, "zero_size", npy("<f2", (1, 0, 2, 4), b""))
+    # Large dimensions (no element: one is 0), for the size arithmetic.
+    write(out, "huge_dimensions", npy("<f2", (2**40, 0, 2**31, 7), b""))
     write(out, "refused_short_data", npy("<f2", (1, 2, 2, 4), pattern(n * 2 - 1, 10)))
     write(out, "refused_structured", b"\x93NUMPY\x01\x00\x2a\x00"
           b"{'descr': [('a', '<f4')], 'shape': (1,), }\n")

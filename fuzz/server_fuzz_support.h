@@ -1,8 +1,8 @@
 // fuzz/server_fuzz_support.h
 //
 // What the server fuzz targets share: the CPU backend's kernel catalog,
-// a TensorBytes view flattened into one string, and the check every
-// refusal of the request codec must pass.
+// a TensorBytes view flattened into one string, quiet protobuf logs, and
+// the check every refusal of the request codec must pass.
 #ifndef ATTN_FUZZ_SERVER_FUZZ_SUPPORT_H_
 #define ATTN_FUZZ_SERVER_FUZZ_SUPPORT_H_
 
@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "backends/kernel_catalog.h"
 #include "fuzz_check.h"
+#include "google/protobuf/stubs/logging.h"
 #include "scheduling/tensor_bytes.h"
 
 namespace attn::fuzz {
@@ -33,6 +34,10 @@ inline std::string Bytes(const server::TensorBytes& t) {
   t.CopyTo(out.data());
   return out;
 }
+
+// Protobuf logs an error for every string field that is not UTF-8: on
+// fuzzed input, thousands of lines that say nothing the verdict does not.
+inline void SilenceProtobufLogs() { google::protobuf::SetLogHandler(nullptr); }
 
 // A refusal of DecodeRequestHeader / DecodeAttendRequest: one of the codes
 // tensor_codec.h documents, with a message.

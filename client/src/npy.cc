@@ -3,6 +3,8 @@
 #include <cctype>
 #include <cstring>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -154,6 +156,20 @@ bool ParseDescr(absl::string_view descr, Descr* out) {
 
 bool BigEndian(const Descr& d) { return d.byte_order == '>' && d.item_size > 1; }
 
+// Bytes of data `shape` holds in items of `item_size` bytes; nullopt when
+// that is 2^63 or more (a header can name any dimensions).
+std::optional<int64_t> DataBytes(const std::vector<int64_t>& shape, int64_t item_size) {
+  for (int64_t dim : shape) {
+    if (dim == 0) return 0;
+  }
+  int64_t bytes = item_size;
+  for (int64_t dim : shape) {
+    if (bytes > std::numeric_limits<int64_t>::max() / dim) return std::nullopt;
+    bytes *= dim;
+  }
+  return bytes;
+}
+
 void SwapBytes(std::string* data, int64_t item_size) {
   const size_t size = static_cast<size_t>(item_size);
   for (size_t i = 0; i + size <= data->size(); i += size) {
@@ -219,14 +235,13 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view contents) {
   if (!ParseDescr(array.descr, &descr)) {
     return absl::InvalidArgumentError(absl::StrCat("unsupported .npy dtype '", array.descr, "'"));
   }
-  int64_t count = 1;
-  for (int64_t dim : array.shape) count *= dim;
-  const size_t expected = static_cast<size_t>(count * descr.item_size);
+  const std::optional<int64_t> expected = DataBytes(array.shape, descr.item_size);
   const absl::string_view data = contents.substr(header_start + header_len);
-  if (data.size() != expected) {
+  if (!expected.has_value() || static_cast<int64_t>(data.size()) != *expected) {
     return absl::InvalidArgumentError(absl::StrCat(
         ".npy data has ", data.size(), " bytes; dtype '", array.descr, "' and shape ",
-        ShapeTuple(array.shape), " need ", expected));
+        ShapeTuple(array.shape), " need ",
+        expected.has_value() ? absl::StrCat(*expected) : "2^63 or more"));
   }
   array.data = std::string(data);
   return array;
@@ -278,6 +293,17 @@ absl::StatusOr<NpyTensor> TensorFromNpy(NpyArray array, std::optional<DType> wan
                               allow_packed ? " or 3-D [total_tokens, num_heads, head_dim]" : ""));
   }
   if (packed) array.shape.insert(array.shape.begin(), 1);
+  // Shape::NumElements multiplies batch * seq_len * num_heads * head_dim in
+  // int64: every partial product must fit, even where a later 0 makes the
+  // array empty.
+  int64_t elements = 1;
+  for (int64_t dim : array.shape) {
+    if (dim != 0 && elements > std::numeric_limits<int64_t>::max() / dim) {
+      return error(absl::StrCat("shape ", ShapeTuple(array.shape),
+                                " has too many elements to count in 64 bits"));
+    }
+    elements *= dim;
+  }
   Descr descr;
   if (!ParseDescr(array.descr, &descr)) {
     return error(absl::StrCat("unsupported .npy dtype '", array.descr, "'"));

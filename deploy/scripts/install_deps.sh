@@ -6,7 +6,8 @@
 #
 #   install_deps.sh [--runtime-only] [--with-checks] [--print-packages]
 #     --runtime-only    only the shared libraries the binaries need at run time
-#     --with-checks     also the linters the deployment checks use
+#     --with-checks     also the linters the deployment checks use, and clang-14
+#                       for the sanitizer and fuzzing checks
 #     --print-packages  print the package names, one a line, install nothing
 set -euo pipefail
 
@@ -54,8 +55,11 @@ if [ "$with_checks" -eq 1 ]; then
   # `config` only: no engine needed), PyYAML for Debian's python3, and Node.js
   # with npm for the Kubernetes schema and Dockerfile checks (kept when the
   # machine already has a Node.js). prometheus: the server that scrapes
-  # attn_server in server_prometheus_test.
-  packages+=(shellcheck yamllint patchelf binutils python3-yaml docker-compose prometheus)
+  # attn_server in server_prometheus_test. clang-14 with its sanitizer and
+  # libFuzzer runtimes (libclang-rt-14-dev, only recommended by clang-14):
+  # sanitizer_checks.sh's ASan/UBSan/TSan builds and fuzz targets.
+  packages+=(shellcheck yamllint patchelf binutils python3-yaml docker-compose prometheus
+             clang-14 libclang-rt-14-dev)
   if ! command -v node >/dev/null 2>&1; then
     packages+=(nodejs npm)
   elif ! command -v npm >/dev/null 2>&1; then

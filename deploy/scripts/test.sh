@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: installs dependencies, builds, and runs the
 # tests. The "cpu" label always runs; the "gpu" label runs when a CUDA device
-# is visible (its tests skip cleanly otherwise).
+# is visible (its tests skip cleanly otherwise). Then the sanitizer builds
+# and bounded fuzz runs (sanitizer_checks.sh, in $BUILD_DIR-sanitizers);
+# ATTN_SKIP_SANITIZERS=1 skips them for a quick local run (CI runs them).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
@@ -17,3 +19,8 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
 fi
 echo "test.sh: running ctest labels '$labels'"
 ctest --test-dir "$build_dir" -L "$labels" --output-on-failure --no-tests=error
+
+if [ "${ATTN_SKIP_SANITIZERS:-0}" != "1" ]; then
+  SANITIZER_BUILD_ROOT="${SANITIZER_BUILD_ROOT:-$build_dir-sanitizers}" \
+    bash "$root/deploy/scripts/sanitizer_checks.sh"
+fi

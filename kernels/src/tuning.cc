@@ -13,13 +13,14 @@
 namespace attn {
 namespace {
 
-// The first control character (a stray '\r', say) in `field`, or 0.
-unsigned char ControlCharacter(absl::string_view field) {
-  for (char c : field) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) return u;
+// Where the first control character (a stray '\r', say) of `field` is, or
+// npos.
+size_t FindControlCharacter(absl::string_view field) {
+  for (size_t i = 0; i < field.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(field[i]);
+    if (c < 0x20 || c == 0x7f) return i;
   }
-  return 0;
+  return absl::string_view::npos;
 }
 
 }  // namespace
@@ -40,11 +41,11 @@ absl::StatusOr<std::vector<TuningEntry>> ParseTuningTable(absl::string_view text
     // Fields are text: FormatTuningTable writes them back as they are, and
     // a control character would not survive that (nor match a device).
     for (size_t i = 0; i < fields.size(); ++i) {
-      if (const unsigned char c = ControlCharacter(fields[i]); c != 0) {
+      if (const size_t at = FindControlCharacter(fields[i]); at != absl::string_view::npos) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "tuning table line %d: field %d has control character 0x%02x; fields are text "
             "separated by tabs",
-            line_number, i + 1, c));
+            line_number, i + 1, static_cast<unsigned char>(fields[i][at])));
       }
     }
     entries.push_back({fields[0], fields[1], fields.size() == 3 ? fields[2] : ""});

@@ -67,6 +67,26 @@ TEST(NpyTest, RejectsMalformedFiles) {
   EXPECT_FALSE(ParseNpy(bad).ok());
 }
 
+// Found by npy_fuzzer: the element count overflowed int64 (undefined
+// behaviour) for dimensions a header may name.
+TEST(NpyTest, RejectsShapesWhoseSizeOverflowsAndKeepsEmptyOnes) {
+  const int64_t big = int64_t{1} << 32;
+  absl::StatusOr<NpyArray> array = ParseNpy(SerializeNpy("<f2", {big, big, 1, 1}, ""));
+  ASSERT_EQ(array.status().code(), absl::StatusCode::kInvalidArgument) << array.status();
+  EXPECT_EQ(array.status().message(),
+            ".npy data has 0 bytes; dtype '<f2' and shape (4294967296, 4294967296, 1, 1) need "
+            "2^63 or more");
+  array = ParseNpy(SerializeNpy("<f2", {big, big, 0, big}, ""));  // no element at all
+  ASSERT_TRUE(array.ok()) << array.status();
+  EXPECT_TRUE(array->data.empty());
+  // As a tensor, Shape::NumElements would still overflow on the way to the 0.
+  absl::StatusOr<NpyTensor> tensor = TensorFromNpy(*array, std::nullopt);
+  ASSERT_EQ(tensor.status().code(), absl::StatusCode::kInvalidArgument) << tensor.status();
+  EXPECT_EQ(tensor.status().message(),
+            "shape (4294967296, 4294967296, 0, 4294967296) has too many elements to count in 64 "
+            "bits");
+}
+
 TEST(NpyTest, TensorRoundTripForBothDtypes) {
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
     const AttentionInputs inputs = MakeRandomInputs({1, 5, 2, 8}, dtype, 3);

@@ -45,6 +45,11 @@ TEST(TuningTableTest, RejectsControlCharactersNamingTheLineAndField) {
   EXPECT_NE(entries.status().message().find("line 2: field 1 has control character 0x01"),
             std::string::npos)
       << entries.status();
+  entries = ParseTuningTable(std::string("dev\tk07/a\tnote \0 with a NUL\n", 28));
+  ASSERT_EQ(entries.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(entries.status().message().find("line 1: field 3 has control character 0x00"),
+            std::string::npos)
+      << entries.status();
 }
 
 TEST(TuningTableTest, FormatParsesBack) {
