@@ -5,15 +5,19 @@
 #      pinned H2D + production kernel + D2H on 1..8 streams; kernel alone);
 #   2. the transport ceiling: attn_server --backend=transport_only (a
 #      measurement mode: nothing computed, NaN outputs) under attn_loadgen;
-#   3. the service: attn_server --backend=cuda under the same attn_loadgen.
-# Both loadgen runs use the client's default settings unless CLIENT_FLAGS
+#   3. the service: attn_server --backend=cuda under the same attn_loadgen,
+#      and, with PYTHON_CLIENT=1, the Python client's bench (native
+#      transport) against the same server;
+#   4. mode "peer": bench/peers/torch_grpc_server.py (Python grpcio +
+#      PyTorch SDPA) under the same attn_loadgen.
+# Every loadgen run uses the client's default settings unless CLIENT_FLAGS
 # says otherwise.
 #
 #   run_throughput_suite.sh <bundle dir> <output dir>
 #   env: SHAPES ("1,4096,16,128 1,512,16,128"), LEVELS (1,8,32,64),
-#        MODES ("transport_only cuda"), DURATION (5s), WARMUP (2s),
-#        SERVER_FLAGS, CLIENT_FLAGS, TAG (names the output files),
-#        PIPELINE (1: run step 1)
+#        MODES ("transport_only cuda"; also "peer"), DURATION (5s), WARMUP (2s),
+#        SERVER_FLAGS (attn_server only), CLIENT_FLAGS, TAG (names the output
+#        files), PIPELINE (1: run step 1), PYTHON_CLIENT (0)
 set -uo pipefail
 bundle="$(cd "$1" && pwd)"
 out="$2"
@@ -37,10 +41,15 @@ for shape in $shapes; do
     echo "== attn_loadgen against --backend=$mode, shape $shape bf16 [$tag]" \
          "server: ${SERVER_FLAGS:-defaults}; client: ${CLIENT_FLAGS:-defaults}"
     rm -f "$out/$name.port"
-    # shellcheck disable=SC2086  # flag lists split on purpose
-    "$bundle/bin/attn_server" --backend="$mode" --listen=127.0.0.1:0 --port_file="$out/$name.port" \
-      --queue_capacity=256 --log_level=warning --request_log_level=warning ${SERVER_FLAGS:-} \
-      >"$out/$name.server.log" 2>&1 &
+    if [ "$mode" = peer ]; then
+      PYTHONPATH="$bundle/python" python3 "$here/peers/torch_grpc_server.py" \
+        --port_file="$out/$name.port" >"$out/$name.server.log" 2>&1 &
+    else
+      # shellcheck disable=SC2086  # flag lists split on purpose
+      "$bundle/bin/attn_server" --backend="$mode" --listen=127.0.0.1:0 \
+        --port_file="$out/$name.port" --queue_capacity=256 --log_level=warning \
+        --request_log_level=warning ${SERVER_FLAGS:-} >"$out/$name.server.log" 2>&1 &
+    fi
     server=$!
     for _ in $(seq 1 300); do [ -s "$out/$name.port" ] && break; sleep 0.2; done
     # shellcheck disable=SC2086
@@ -49,8 +58,19 @@ for shape in $shapes; do
       --csv="$out/$name.csv" --label="$mode $shape [$tag]" --progress=never ${CLIENT_FLAGS:-} \
       >"$out/$name.txt" 2>&1 || status=1
     cat "$out/$name.txt"
+    if [ "$mode" = cuda ] && [ "${PYTHON_CLIENT:-0}" = 1 ]; then
+      echo "== Python client (native transport) against --backend=cuda, shape $shape bf16 [$tag]"
+      seconds() { local d="$1"; echo "${d%s}"; }
+      PYTHONPATH="$bundle/python" \
+        python3 -m attnserve_client bench --transport=native \
+        --address="127.0.0.1:$(cat "$out/$name.port")" --shape="$shape" --dtype=bf16 \
+        --concurrency="$levels" --warmup="$(seconds "${WARMUP:-2s}")" \
+        --duration="$(seconds "${DURATION:-5s}")" >"$out/${name}_python.txt" 2>&1 || status=1
+      cat "$out/${name}_python.txt"
+    fi
     kill -TERM "$server"
-    wait "$server" || { echo "attn_server ($mode) exited non-zero"; tail -5 "$out/$name.server.log"; status=1; }
+    wait "$server" || [ "$mode" = peer ] ||
+      { echo "attn_server ($mode) exited non-zero"; tail -5 "$out/$name.server.log"; status=1; }
   done
 done
 exit $status
