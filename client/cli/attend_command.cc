@@ -19,7 +19,12 @@
 namespace attn::cli {
 namespace {
 
-const char* TransportName(bool streamed) { return streamed ? "streamed" : "unary"; }
+// "streamed", "unary", or "unary, split into N shards" (one a connection).
+std::string TransportName(const ClientTiming& client) {
+  if (client.streamed) return "streamed";
+  if (client.shards > 1) return absl::StrCat("unary, split into ", client.shards, " shards");
+  return "unary";
+}
 
 // Reads the three .npy inputs: q [B, Sq, Hq, D], k and v [B, Skv, Hkv, D]
 // (varlen: 3-D [total, H, D], split by the options' offsets).
@@ -189,7 +194,7 @@ int RunAttend(AttentionClient& client, const AttendCommandOptions& options, std:
   const AttendResult& last = results.back();
   const int64_t out_bytes = inputs.QBytes() + (call.return_lse ? inputs.LseElements() * 4 : 0);
   out << "  kernel " << last.kernel << " on " << last.backend << " (" << last.device
-      << "), request " << last.request_id << ", " << TransportName(last.client.streamed) << ", "
+      << "), request " << last.request_id << ", " << TransportName(last.client) << ", "
       << Mib(inputs.InputBytes()) << " in, " << Mib(out_bytes) << " out\n";
   out << FormatTimingTable(results) << FormatTensorPaths(last.server)
       << FormatThroughput(results, inputs.Flops(call),

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "call_split.h"
 #include "channel_factory.h"
 #include "grpc/grpc.h"
 #include "health_codec.h"
@@ -89,6 +90,11 @@ absl::StatusOr<std::unique_ptr<AttentionClient>> AttentionClient::Connect(
     return absl::InvalidArgumentError(
         absl::StrCat("connections is ", options.connections, "; it must be >= 0 (0 = default)"));
   }
+  if (options.split_calls_above_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("split_calls_above_bytes is ", options.split_calls_above_bytes,
+                     "; it must be >= 0 (0 = never split)"));
+  }
   std::vector<std::unique_ptr<Connection>> connections;
   for (int i = 0; i < options.ConnectionCount(); ++i) {
     absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = internal::CreateChannel(options);
@@ -153,7 +159,12 @@ AttentionClient::~AttentionClient() {
 void AttentionClient::PrepareContext(grpc::ClientContext* context,
                                      absl::Duration timeout) const {
   if (timeout <= absl::ZeroDuration()) timeout = options_.rpc_timeout;
-  context->set_deadline(DeadlineAfter(timeout));
+  PrepareContext(context, DeadlineAfter(timeout));
+}
+
+void AttentionClient::PrepareContext(grpc::ClientContext* context,
+                                     std::chrono::system_clock::time_point deadline) const {
+  context->set_deadline(deadline);
   for (const auto& [key, value] : options_.metadata) context->AddMetadata(key, value);
 }
 
@@ -164,11 +175,37 @@ absl::Status AttentionClient::CallError(const grpc::Status& status, const char* 
 void AttentionClient::CallStarted() {
   absl::MutexLock lock(&mu_);
   ++calls_in_flight_;
+  ++calls_unanswered_;
+}
+
+void AttentionClient::CallAnswered() {
+  absl::MutexLock lock(&mu_);
+  --calls_unanswered_;
 }
 
 void AttentionClient::CallFinished() {
   absl::MutexLock lock(&mu_);
   --calls_in_flight_;
+}
+
+int AttentionClient::WantedShards(const AttentionInputs& inputs,
+                                  const AttendOptions& options) const {
+  const int64_t threshold = options_.split_calls_above_bytes;
+  if (threshold <= 0 || !internal::SplittableCall(inputs, options) ||
+      inputs.InputBytes() <= threshold) {
+    return 1;
+  }
+  return static_cast<int>(std::min<int64_t>(connection_count(), internal::MaxShards(inputs)));
+}
+
+int AttentionClient::ReserveCalls(int wanted) {
+  absl::MutexLock lock(&mu_);
+  const int64_t idle = connection_count() - calls_unanswered_;
+  const int shards = static_cast<int>(std::min<int64_t>(wanted, idle));
+  const int granted = shards >= 2 ? shards : 1;
+  calls_in_flight_ += granted;
+  calls_unanswered_ += granted;
+  return granted;
 }
 
 bool AttentionClient::WouldStream(const AttentionInputs& inputs) const {
@@ -218,9 +255,14 @@ void AttentionClient::AttendAsync(std::shared_ptr<const AttentionInputs> inputs,
   bool stream = options.transport == Transport::kStream;
   // Region references keep the message small: never streamed.
   if (options.transport == Transport::kAuto) stream = !by_reference && WouldStream(*inputs);
-  CallStarted();
   if (stream) {
+    CallStarted();
     StartStream(std::move(inputs), options, std::move(done));
+    return;
+  }
+  const int shards = ReserveCalls(WantedShards(*inputs, options));
+  if (shards > 1) {
+    StartSplit(std::move(inputs), options, shards, std::move(done));
   } else {
     StartUnary(std::move(inputs), options, std::move(done));
   }
@@ -285,9 +327,204 @@ void AttentionClient::StartUnary(std::shared_ptr<const AttentionInputs> inputs,
         }
         AttendCallback callback = std::move(owned->done);
         owned.reset();  // releases the request's hold on the inputs first
+        CallAnswered();
         std::move(callback)(std::move(result));
         CallFinished();
       });
+}
+
+namespace {
+
+// One shard of a split call.
+struct ShardCall {
+  internal::Shard shard;
+  grpc::ClientContext context;
+  grpc::ByteBuffer request;
+  grpc::ByteBuffer response;
+  std::shared_ptr<const AttentionInputs> inputs;  // the shard's own
+};
+
+// State of a split call, shared by its shards' completion callbacks; the
+// last one to finish delivers the result.
+struct SplitCall {
+  std::shared_ptr<const AttentionInputs> inputs;  // the whole call's
+  AttendOptions options;
+  AttendCallback done;
+  // Filled before any shard starts, never resized: the shards' callbacks
+  // scatter into disjoint bytes of these without the lock.
+  std::vector<std::unique_ptr<ShardCall>> shards;
+  std::string out;
+  std::vector<float> lse;
+  int64_t start_ns = 0;
+
+  absl::Mutex mu;
+  int remaining ABSL_GUARDED_BY(mu) = 0;
+  absl::Status failure ABSL_GUARDED_BY(mu);  // the first shard's failure
+  AttendResult merged ABSL_GUARDED_BY(mu);   // metadata and timing
+  int64_t kernel_ns_sum ABSL_GUARDED_BY(mu) = 0;
+};
+
+// Each phase of the server's timing: the maximum over the shards (they run
+// in parallel, so the call waited for the slowest).
+void MergeServerTiming(const ServerTiming& shard, ServerTiming* merged) {
+  for (auto field : {&ServerTiming::receive_ns, &ServerTiming::decode_ns, &ServerTiming::queue_ns,
+                     &ServerTiming::h2d_ns, &ServerTiming::kernel_ns, &ServerTiming::d2h_ns,
+                     &ServerTiming::total_ns}) {
+    merged->*field = std::max(merged->*field, shard.*field);
+  }
+}
+
+std::string ShardName(const SplitCall& call, size_t i) {
+  const internal::Shard& s = call.shards[i]->shard;
+  return absl::StrCat("shard ", i + 1, " of ", call.shards.size(), " (batch [", s.batch_begin,
+                      ", ", s.batch_end, "), kv heads [", s.kv_head_begin, ", ", s.kv_head_end,
+                      "))");
+}
+
+// Delivers a split call's result once every shard has finished.
+void FinishSplit(const std::shared_ptr<SplitCall>& call) {
+  absl::StatusOr<AttendResult> result;
+  {
+    absl::MutexLock lock(&call->mu);
+    if (!call->failure.ok()) {
+      result = call->failure;
+    } else {
+      AttendResult& merged = call->merged;
+      merged.dtype = call->inputs->dtype;
+      merged.shape = call->inputs->shape;
+      merged.out = std::move(call->out);
+      merged.lse = std::move(call->lse);
+      if (call->kernel_ns_sum > 0) {
+        // FLOPs per nanosecond * 1e-3 = TFLOP/s.
+        merged.kernel_tflops =
+            call->inputs->Flops(call->options) / static_cast<double>(call->kernel_ns_sum) * 1e-3;
+      }
+      merged.client.round_trip_ns = internal::MonotonicNanos() - call->start_ns;
+      result = std::move(merged);
+    }
+  }
+  AttendCallback done = std::move(call->done);
+  // Releases this call's hold on the inputs first, as StartUnary does.
+  call->shards.clear();
+  call->inputs.reset();
+  std::move(done)(std::move(result));
+}
+
+}  // namespace
+
+void AttentionClient::StartSplit(std::shared_ptr<const AttentionInputs> inputs,
+                                 const AttendOptions& options, int shards, AttendCallback done) {
+  auto call = std::make_shared<SplitCall>();
+  call->start_ns = internal::MonotonicNanos();
+  call->options = options;
+  call->done = std::move(done);
+  const std::vector<internal::Shard> plan = internal::PlanShards(*inputs, shards);
+  // Every shard gets the caller's deadline, not a fresh timeout each.
+  const absl::Duration timeout =
+      options.timeout > absl::ZeroDuration() ? options.timeout : options_.rpc_timeout;
+  const std::chrono::system_clock::time_point deadline = DeadlineAfter(timeout);
+  for (const internal::Shard& shard : plan) {
+    auto part = std::make_unique<ShardCall>();
+    part->shard = shard;
+    PrepareContext(&part->context, deadline);
+    call->shards.push_back(std::move(part));
+  }
+  call->out.resize(static_cast<size_t>(inputs->QBytes()));
+  if (options.return_lse) call->lse.resize(static_cast<size_t>(inputs->LseElements()));
+  call->inputs = std::move(inputs);
+  {
+    absl::MutexLock lock(&call->mu);
+    call->remaining = static_cast<int>(plan.size());
+    call->merged.client.shards = static_cast<int>(plan.size());
+  }
+  // PlanShards may give fewer shards than reserved (it does not for
+  // ReserveCalls' counts, which MaxShards bounds); release the difference.
+  for (size_t i = plan.size(); i < static_cast<size_t>(shards); ++i) {
+    CallAnswered();
+    CallFinished();
+  }
+
+  // Consecutive round-robin positions: distinct connections.
+  const uint64_t first = next_connection_.fetch_add(plan.size(), std::memory_order_relaxed);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    ShardCall& part = *call->shards[i];
+    // Building shard i (a gather for head shards) while the ones before it
+    // are already on the wire.
+    const int64_t marshal_start = internal::MonotonicNanos();
+    part.inputs = internal::ShardInputs(call->inputs, part.shard);
+    part.request = internal::EncodeAttendRequest(
+        internal::MakeRequestHeader(*part.inputs, options), part.inputs);
+    {
+      absl::MutexLock lock(&call->mu);
+      call->merged.client.marshal_ns += internal::MonotonicNanos() - marshal_start;
+    }
+    Connection& connection = *connections_[(first + i) % connections_.size()];
+    connection.generic_stub.UnaryCall(
+        &part.context, kAttendMethod, grpc::StubOptions(), &part.request, &part.response,
+        [this, call, i](grpc::Status status) {
+          ShardCall& finished = *call->shards[i];
+          absl::Status failure;
+          AttendResult value;
+          const int64_t unmarshal_start = internal::MonotonicNanos();
+          if (!status.ok()) {
+            failure = CallError(status, "Attend");
+          } else {
+            pb::AttendResponse response;
+            grpc::Status parsed = grpc::SerializationTraits<pb::AttendResponse>::Deserialize(
+                &finished.response, &response);
+            failure = parsed.ok() ? internal::TakeResponse(response, *finished.inputs,
+                                                           call->options, &value)
+                                  : CallError(parsed, "Attend (parsing the response)");
+            if (parsed.ok() && !failure.ok()) {
+              failure = absl::Status(failure.code(), absl::StrCat("Attend to ", options_.address,
+                                                                  ": ", failure.message()));
+            }
+            if (failure.ok()) {
+              internal::ScatterOutput(*call->inputs, finished.shard, value.out, &call->out);
+              if (call->options.return_lse) {
+                internal::ScatterLse(*call->inputs, finished.shard, value.lse, &call->lse);
+              }
+            }
+          }
+          const int64_t unmarshal_ns = internal::MonotonicNanos() - unmarshal_start;
+
+          bool last = false;
+          {
+            absl::MutexLock lock(&call->mu);
+            AttendResult& merged = call->merged;
+            merged.client.unmarshal_ns += unmarshal_ns;
+            if (!failure.ok() && call->failure.ok()) {
+              call->failure = absl::Status(
+                  failure.code(), absl::StrCat(failure.message(), " [", ShardName(*call, i),
+                                               " of a call split over connections]"));
+              // The call has failed: the other shards' work is wasted.
+              for (size_t j = 0; j < call->shards.size(); ++j) {
+                if (j != i) call->shards[j]->context.TryCancel();
+              }
+            }
+            if (failure.ok()) {
+              if (i == 0) merged.request_id = value.request_id;
+              if (merged.kernel.empty()) {
+                merged.kernel = value.kernel;
+                merged.backend = value.backend;
+                merged.device = value.device;
+                ServerTiming& t = merged.server;
+                t.q_path = value.server.q_path;
+                t.k_path = value.server.k_path;
+                t.v_path = value.server.v_path;
+                t.out_path = value.server.out_path;
+                t.lse_path = value.server.lse_path;
+              }
+              MergeServerTiming(value.server, &merged.server);
+              call->kernel_ns_sum += value.server.kernel_ns;
+            }
+            last = --call->remaining == 0;
+          }
+          CallAnswered();
+          if (last) FinishSplit(call);
+          CallFinished();
+        });
+  }
 }
 
 void AttentionClient::StartStream(std::shared_ptr<const AttentionInputs> inputs,
@@ -300,6 +537,7 @@ void AttentionClient::StartStream(std::shared_ptr<const AttentionInputs> inputs,
       NextConnection().stub.get(), std::move(context), std::move(header), std::move(inputs),
       options_.stream_chunk_bytes, start_ns,
       [this, done = std::move(done)](const grpc::Status& status, AttendResult value) mutable {
+        CallAnswered();
         if (status.ok()) {
           std::move(done)(std::move(value));
         } else {

@@ -31,6 +31,9 @@ ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{4} << 20, "Bytes per streamed chu
 ABSL_FLAG(int, connections, 0,
           "TCP connections one client spreads its calls over; 0 = the library's default "
           "(attn::ClientOptions::kDefaultConnections).");
+ABSL_FLAG(int64_t, split_calls_above_bytes, attn::ClientOptions::kDefaultSplitCallsAboveBytes,
+          "Split a unary call whose Q, K and V exceed this many bytes into shards (along the "
+          "batch, else the KV heads) sent in parallel on idle connections; 0 = never split.");
 ABSL_FLAG(int, http2_max_frame_bytes, attn::Http2Tuning{}.max_frame_bytes,
           "HTTP/2 SETTINGS_MAX_FRAME_SIZE this client advertises (0 = gRPC's default, 16 KiB).");
 ABSL_FLAG(int, http2_stream_window_bytes, attn::Http2Tuning{}.stream_window_bytes,
@@ -56,6 +59,7 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
   options.stream_threshold_bytes = absl::GetFlag(FLAGS_stream_threshold_bytes);
   options.stream_chunk_bytes = absl::GetFlag(FLAGS_stream_chunk_bytes);
   options.connections = absl::GetFlag(FLAGS_connections);
+  options.split_calls_above_bytes = absl::GetFlag(FLAGS_split_calls_above_bytes);
   options.http2.max_frame_bytes = absl::GetFlag(FLAGS_http2_max_frame_bytes);
   options.http2.stream_window_bytes = absl::GetFlag(FLAGS_http2_stream_window_bytes);
   options.http2.read_chunk_bytes = absl::GetFlag(FLAGS_tcp_read_chunk_bytes);

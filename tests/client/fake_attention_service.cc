@@ -37,7 +37,11 @@ grpc::Status FakeAttentionService::Compute(grpc::ServerContext* context,
                                            std::string* lse) {
   const int64_t start = NowNs();
   if (request.kernel() == "fail_invalid") return Invalid("fake: kernel fail_invalid refuses");
-  if (request.kernel() == "wait_cancel") {
+  const bool fail_first = request.kernel() == "fail_first";
+  if (fail_first && fail_first_calls_.fetch_add(1) == 0) {
+    return Invalid("fake: kernel fail_first refuses its first call");
+  }
+  if (request.kernel() == "wait_cancel" || fail_first) {
     for (int i = 0; i < 6000 && !context->IsCancelled(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }

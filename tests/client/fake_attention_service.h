@@ -6,6 +6,8 @@
 // Kernel names with special behaviour:
 //   "fail_invalid"   INVALID_ARGUMENT with a recognisable message
 //   "wait_cancel"    blocks until the call is cancelled (deadline tests)
+//   "fail_first"     the first call INVALID_ARGUMENT, every later one as
+//                    "wait_cancel" (a split call's failing shard)
 //   "hold"           blocks until ReleaseHeld() (then runs the CPU kernel) or
 //                    until the call is cancelled
 //   "bad_offset"     streamed reply whose second output chunk skips a byte
@@ -74,6 +76,7 @@ class FakeAttentionService final : public attnserve::v1::Attention::Service {
   const Options options_;
   std::atomic<int64_t> unary_calls_{0};
   std::atomic<int64_t> stream_calls_{0};
+  std::atomic<int64_t> fail_first_calls_{0};
   std::mutex hold_mu_;
   std::condition_variable hold_cv_;
   bool released_ = false;  // guarded by hold_mu_

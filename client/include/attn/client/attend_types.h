@@ -164,6 +164,10 @@ struct AttendOptions {
   // Deadline of this call. Zero: ClientOptions::rpc_timeout.
   absl::Duration timeout = absl::ZeroDuration();
   Transport transport = Transport::kAuto;
+  // False: never split this call over several connections
+  // (ClientOptions::split_calls_above_bytes), e.g. to measure one
+  // connection's throughput.
+  bool allow_split = true;
 };
 
 // How a tensor travelled (proto TensorPath).
@@ -209,6 +213,15 @@ struct ClientTiming {
   int64_t upload_ns = 0;
   // True when the call went over AttendStream.
   bool streamed = false;
+  // Unary calls this call was split into (ClientOptions::
+  // split_calls_above_bytes), each on its own connection; 1: not split. A
+  // split call's shards run in parallel, so its ServerTiming holds each
+  // phase's maximum over the shards (total_ns included: the slowest shard),
+  // kernel_tflops is the whole call's FLOPs over the shards' summed kernel
+  // time, and marshal_ns / unmarshal_ns cover building every shard's
+  // request (with the gather of head shards) / parsing every response and
+  // scattering it into the output, summed.
+  int shards = 1;
 
   // round_trip_ns minus client marshal/unmarshal and the server's total: the
   // network, gRPC's own (de)serialisation and waiting outside the server's

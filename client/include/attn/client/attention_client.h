@@ -36,6 +36,7 @@
 #define ATTN_CLIENT_ATTENTION_CLIENT_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -173,6 +174,8 @@ class AttentionClient {
 
   // Deadline and metadata of a call.
   void PrepareContext(grpc::ClientContext* context, absl::Duration timeout) const;
+  void PrepareContext(grpc::ClientContext* context,
+                      std::chrono::system_clock::time_point deadline) const;
   // Prefixes "<rpc> to <address>: " to a failed call's message.
   absl::Status CallError(const grpc::Status& status, const char* rpc) const;
 
@@ -180,9 +183,27 @@ class AttentionClient {
                   AttendCallback done);
   void StartStream(std::shared_ptr<const AttentionInputs> inputs, const AttendOptions& options,
                    AttendCallback done);
+  // The call as `shards` unary calls on as many distinct connections
+  // (call_split.h), whose calls ReserveCalls counted.
+  void StartSplit(std::shared_ptr<const AttentionInputs> inputs, const AttendOptions& options,
+                  int shards, AttendCallback done);
+  // Shards a unary call of `inputs` could use: 1 unless it is splittable and
+  // above options_.split_calls_above_bytes.
+  int WantedShards(const AttentionInputs& inputs, const AttendOptions& options) const;
+  // Counts a unary call as in flight: as min(wanted, idle connections)
+  // calls when that is at least 2 (then returned: the call splits), else as
+  // one (1 returned).
+  int ReserveCalls(int wanted);
 
+  // Calls in flight: started, and their callback not yet returned (the
+  // destructor waits for none) ...
   void CallStarted();
   void CallFinished();
+  // ... and those of them whose result is not yet being delivered, called
+  // just before the callback runs: the calls that keep a connection busy,
+  // as ReserveCalls counts them (so a caller's next call, made once the
+  // last one returned, sees its connection idle).
+  void CallAnswered();
   // The open lease, opened now if there is none (or the last one ended).
   absl::StatusOr<std::string> LeaseId();
   absl::StatusOr<attnserve::v1::RegionInfo> Register(attnserve::v1::RegisterRegionRequest request);
@@ -195,6 +216,7 @@ class AttentionClient {
 
   absl::Mutex mu_;
   int64_t calls_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t calls_unanswered_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Mutex lease_mu_;
   std::unique_ptr<internal::RegionLease> lease_ ABSL_GUARDED_BY(lease_mu_);
 };

@@ -89,6 +89,17 @@ struct ClientOptions {
   static constexpr int kDefaultConnections = 8;
   int ConnectionCount() const { return connections > 0 ? connections : kDefaultConnections; }
 
+  // Unary Attend calls whose inline Q, K and V together exceed this many
+  // bytes are split into shards that travel on different connections in
+  // parallel, when some of this client's connections are idle (fewer calls
+  // in flight than connections): one HTTP/2 connection carries ~2 GB/s, so a
+  // large call at low concurrency is bound by the one it uses. Along the
+  // batch, else along KV-head groups; the output is byte-identical to the
+  // unsplit call's (AttendOptions::allow_split, ClientTiming::shards).
+  // Varlen, region and streamed calls are never split. 0: never split.
+  int64_t split_calls_above_bytes = kDefaultSplitCallsAboveBytes;
+  static constexpr int64_t kDefaultSplitCallsAboveBytes = int64_t{8} << 20;
+
   // HTTP/2 frame, window and socket-read sizes (the server's defaults too).
   Http2Tuning http2;
 
