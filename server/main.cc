@@ -244,7 +244,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
       {"--cpu_threads", options->cpu_threads, 0, 1024},
       {"--copy_threads", options->copy_threads, 0, 64},
       {"--cpu_workers", options->cpu_workers, 1, 1024},
-      {"--batch_delay_us", batch_delay_us, 0, 1000000},
+      {"--batch_delay_us", batch_delay_us, 0, 10000000},
       {"--max_batch_size", options->max_batch_size, 1, 1024},
       {"--stream_chunk_bytes", options->stream_chunk_bytes, 1024, int64_t{64} << 20},
       {"--http2_max_frame_bytes", options->http2.max_frame_bytes, 0, (1 << 24) - 1},
