@@ -101,10 +101,12 @@ std::vector<absl::Status> CpuExecutor::RunBatch(absl::Span<Job* const> jobs) {
   const auto all = [&](absl::Status status) {
     return std::vector<absl::Status>(jobs.size(), status);
   };
+  // Jobs that cannot share a launch run one by one (Run reports what is
+  // wrong with each).
   for (const Job* job : jobs) {
-    if (absl::Status checked = CheckJob(*job); !checked.ok()) return all(checked);
-    if (!Stackable(*job) || !SameBatchKey(jobs.front()->spec, job->spec)) {
-      return all(absl::InternalError("CpuExecutor::RunBatch given jobs that cannot be stacked"));
+    if (!CheckJob(*job).ok() || !Stackable(*job) ||
+        !SameBatchKey(jobs.front()->spec, job->spec)) {
+      return Executor::RunBatch(jobs);
     }
   }
   const RequestSpec& key = jobs.front()->spec;
@@ -134,7 +136,9 @@ std::vector<absl::Status> CpuExecutor::RunBatch(absl::Span<Job* const> jobs) {
   const AttentionArgs args = AttentionArgs::Contiguous(
       problem, key.dtype, q.data(), k.data(), v.data(), out.data(),
       problem.return_lse ? reinterpret_cast<float*>(lse.data()) : nullptr);
-  if (absl::Status valid = ValidateArgs(args, key.kernel_info()); !valid.ok()) return all(valid);
+  // A stack the kernel refuses (its limits apply to the stacked problem)
+  // runs one by one, each request checked on its own.
+  if (!ValidateArgs(args, key.kernel_info()).ok()) return Executor::RunBatch(jobs);
   const absl::Time start = absl::Now();
   AttentionCpu(args, threads_, /*cancelled=*/nullptr);
   const int64_t kernel_ns = ToNanos(absl::Now() - start);

@@ -39,7 +39,7 @@ std::vector<std::string> Flags() {
   std::vector<std::string> flags = {"--batch_delay_us=10000000",
                                     absl::StrCat("--max_batch_size=", kPerShape)};
   if (kCuda) {
-    flags.insert(flags.end(), {"--backend=cuda", "--streams_per_device=1"});
+    flags.insert(flags.end(), {"--backend=cuda", "--devices=0", "--streams_per_device=1"});
   } else {
     flags.insert(flags.end(), {"--backend=cpu", "--cpu_threads=2", "--cpu_workers=1"});
   }
