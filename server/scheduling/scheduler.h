@@ -22,7 +22,8 @@
 // order, up to max_size jobs and the executor's BatchCapacityBytes(). Short
 // of max_size, it waits for more until `delay` after the first job entered
 // the queue, never past the deadline of a job it holds, and not after
-// Stop(); Submit wakes it. Gathered jobs count as running. Before the launch
+// Stop(); Submit wakes it. Gathered jobs count as running (so towards the
+// in-flight bound of queue_capacity + workers). Before the launch
 // each is checked as a lone job is (cancelled or past its deadline: not
 // run, `done` gets the reason); the rest run in one Executor::RunBatch.
 //
