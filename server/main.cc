@@ -93,6 +93,13 @@ ABSL_FLAG(int, copy_threads, attn::server::ServerOptions{}.copy_threads,
 ABSL_FLAG(int, cpu_threads, 0,
           "CPU backend: threads per request; 0 = the host's hardware concurrency.");
 ABSL_FLAG(int, cpu_workers, 1, "CPU backend: requests run at the same time.");
+ABSL_FLAG(int64_t, batch_delay_us, 0,
+          "Request batching: a worker holding a request waits up to this many microseconds "
+          "after its arrival for compatible ones (same dtype, kernel, shape but batch, mask, "
+          "scale, return_lse; dense, inline tensors) and runs them as one launch stacked "
+          "along batch. 0 = off: every request runs alone.");
+ABSL_FLAG(int, max_batch_size, 16,
+          "Request batching: most requests in one launch (with --batch_delay_us > 0).");
 ABSL_FLAG(int64_t, stream_chunk_bytes, int64_t{1} << 20,
           "AttendStream: output bytes per response chunk.");
 ABSL_FLAG(double, drain_delay_s, 0.0,
@@ -182,6 +189,9 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   options->copy_threads = absl::GetFlag(FLAGS_copy_threads);
   options->cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   options->cpu_workers = absl::GetFlag(FLAGS_cpu_workers);
+  const int64_t batch_delay_us = absl::GetFlag(FLAGS_batch_delay_us);
+  options->batch_delay = absl::Microseconds(batch_delay_us);
+  options->max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   options->limits.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options->limits.max_tokens_per_request = absl::GetFlag(FLAGS_max_tokens_per_request);
   options->limits.queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
@@ -234,6 +244,8 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
       {"--cpu_threads", options->cpu_threads, 0, 1024},
       {"--copy_threads", options->copy_threads, 0, 64},
       {"--cpu_workers", options->cpu_workers, 1, 1024},
+      {"--batch_delay_us", batch_delay_us, 0, 10000000},
+      {"--max_batch_size", options->max_batch_size, 1, 1024},
       {"--stream_chunk_bytes", options->stream_chunk_bytes, 1024, int64_t{64} << 20},
       {"--http2_max_frame_bytes", options->http2.max_frame_bytes, 0, (1 << 24) - 1},
       {"--http2_stream_window_bytes", options->http2.stream_window_bytes, 0, 1 << 30},

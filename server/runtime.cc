@@ -58,7 +58,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const ServerOptions& op
                                ? std::string(BackendName(runtime->catalog_.backend()))
                                : std::move(setup.backend_name);
   runtime->scheduler_ = std::make_unique<Scheduler>(
-      std::move(setup.executors), options.limits.queue_capacity, std::move(on_all_failed));
+      std::move(setup.executors), options.limits.queue_capacity, std::move(on_all_failed),
+      BatchPolicy{options.batch_delay, options.max_batch_size});
   runtime->region_backend_ = setup.region_backend != nullptr
                                  ? std::move(setup.region_backend)
                                  : std::make_unique<HostRegionBackend>();
@@ -174,6 +175,8 @@ LoadSnapshot Runtime::Load() const {
   const Scheduler::Load load = scheduler_->load();
   snapshot.queued = load.queued;
   snapshot.running = load.running;
+  snapshot.batched_launches = load.batched_launches;
+  snapshot.batched_requests = load.batched_requests;
   snapshot.stream_buffer_bytes = stream_budget_.used();
   snapshot.stream_buffer_limit_bytes = stream_budget_.limit();
   snapshot.admitted_bytes = admitted_budget_.used();
@@ -192,6 +195,8 @@ void Runtime::FillStats(pb::ServerStats* stats) const {
   stats->set_stream_buffer_bytes(load.stream_buffer_bytes);
   stats->set_admitted_bytes(load.admitted_bytes);
   stats->set_regions(regions_ != nullptr ? regions_->regions() : 0);
+  stats->set_batched_launches(load.batched_launches);
+  stats->set_batched_requests(load.batched_requests);
 }
 
 }  // namespace attn::server

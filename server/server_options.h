@@ -117,6 +117,11 @@ struct ServerOptions {
   int cpu_threads = 0;
   // Requests the CPU backend runs at once (each with cpu_threads threads).
   int cpu_workers = 1;
+  // Request batching (scheduling/scheduler.h): compatible requests that
+  // arrive within batch_delay of the first run as one launch of at most
+  // max_batch_size requests. 0: off, every request runs alone.
+  absl::Duration batch_delay = absl::ZeroDuration();
+  int max_batch_size = 16;
 
   Limits limits;
   // Output bytes per AttendStream response chunk (below the 4 MiB default

@@ -24,6 +24,11 @@ ServerStatsDelta StatsDelta(const LevelRun& run) {
   delta.requests_failed = b.requests_failed() - a.requests_failed();
   delta.rejected_queue_full = b.rejected_queue_full() - a.rejected_queue_full();
   delta.rejected_deadline = b.rejected_deadline() - a.rejected_deadline();
+  const int64_t launches = b.batched_launches() - a.batched_launches();
+  if (launches > 0) {
+    delta.mean_batch_size = static_cast<double>(b.batched_requests() - a.batched_requests()) /
+                            static_cast<double>(launches);
+  }
   if (delta.requests_ok > 0) {
     const double n = static_cast<double>(delta.requests_ok);
     delta.avg_queue_ms =

@@ -45,6 +45,8 @@ struct ServerStatsDelta {
   int64_t requests_ok = 0, requests_failed = 0;
   int64_t rejected_queue_full = 0, rejected_deadline = 0;
   double avg_queue_ms = 0, avg_kernel_ms = 0, avg_total_ms = 0;  // per ok request
+  // Requests per batched launch (server-side batching); 0 when none was.
+  double mean_batch_size = 0;
 };
 
 struct LevelSummary {

@@ -135,6 +135,7 @@ void WriteLevel(JsonWriter& json, const LevelSummary& s, const LevelRun* run) {
     json.Field("avg_queue_ms", d.avg_queue_ms);
     json.Field("avg_kernel_ms", d.avg_kernel_ms);
     json.Field("avg_total_ms", d.avg_total_ms);
+    json.Field("mean_batch_size", d.mean_batch_size);
     json.EndObject();
   }
   if (run != nullptr) {
@@ -188,6 +189,9 @@ std::string TextRow(const LevelSummary& s) {
       s.phases.server_queue_ms, s.phases.server_kernel_ms, s.phases.network_ms);
   if (!s.errors.empty()) absl::StrAppend(&row, "  errors: ", ErrorsField(s));
   if (s.unsent > 0) absl::StrAppend(&row, "  unsent: ", s.unsent);
+  if (s.server_stats.mean_batch_size > 0) {
+    absl::StrAppendFormat(&row, "  mean batch: %.2f", s.server_stats.mean_batch_size);
+  }
   return row + "\n";
 }
 

@@ -117,6 +117,7 @@ ServerTiming FromProto(const pb::Timing& proto) {
   timing.kernel_ns = proto.kernel_ns();
   timing.d2h_ns = proto.d2h_ns();
   timing.total_ns = proto.total_ns();
+  timing.batch_size = proto.batch_size();
   auto path = [](pb::TensorPath p) {
     switch (p) {
       case pb::TENSOR_PATH_INLINE:

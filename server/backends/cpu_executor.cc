@@ -11,6 +11,7 @@
 #include "attn/attention.h"
 #include "attn/cpu_reference.h"
 #include "backends/output_poison.h"
+#include "scheduling/batch_key.h"
 
 namespace attn::server {
 
@@ -19,7 +20,7 @@ CpuExecutor::CpuExecutor(int threads)
                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
       name_(absl::StrCat("cpu (", threads_, threads_ == 1 ? " thread)" : " threads)")) {}
 
-absl::Status CpuExecutor::Run(Job& job) {
+absl::Status CpuExecutor::CheckJob(const Job& job) const {
   const RequestSpec& spec = job.spec;
   if (spec.kernel == nullptr || spec.kernel_info().backend != Backend::kCpu) {
     return absl::InternalError(absl::StrCat(
@@ -35,6 +36,12 @@ absl::Status CpuExecutor::Run(Job& job) {
       job.lse_place.path == TensorPath::kCudaRegion) {
     return absl::InternalError("CpuExecutor given an output in a CUDA region");
   }
+  return absl::OkStatus();
+}
+
+absl::Status CpuExecutor::Run(Job& job) {
+  const RequestSpec& spec = job.spec;
+  if (absl::Status checked = CheckJob(job); !checked.ok()) return checked;
   // O goes to the request's region when it named one (poisoned first, so
   // rows the kernel failed to write cannot pass for results), else into the
   // response.
@@ -84,6 +91,79 @@ absl::Status CpuExecutor::Run(Job& job) {
   }
   job.device = name_;
   return absl::OkStatus();
+}
+
+}  // namespace attn::server
+
+namespace attn::server {
+
+std::vector<absl::Status> CpuExecutor::RunBatch(absl::Span<Job* const> jobs) {
+  const auto all = [&](absl::Status status) {
+    return std::vector<absl::Status>(jobs.size(), status);
+  };
+  // Jobs that cannot share a launch run one by one (Run reports what is
+  // wrong with each).
+  for (const Job* job : jobs) {
+    if (!CheckJob(*job).ok() || !Stackable(*job) ||
+        !SameBatchKey(jobs.front()->spec, job->spec)) {
+      return Executor::RunBatch(jobs);
+    }
+  }
+  const RequestSpec& key = jobs.front()->spec;
+  const AttentionProblem problem = StackedProblem(jobs);
+  const int64_t q_bytes = problem.QBytes(key.dtype);
+  const int64_t kv_bytes = problem.KVBytes(key.dtype);
+  const int64_t lse_bytes = problem.LseBytes();
+
+  // Stack the inputs: each job's bytes at its batch offset (the layouts
+  // are batch-major, batch_key.h). std::string storage is 8-byte aligned.
+  const absl::Time stack_start = absl::Now();
+  std::string q(static_cast<size_t>(q_bytes), '\0'), k(static_cast<size_t>(kv_bytes), '\0'),
+      v(static_cast<size_t>(kv_bytes), '\0');
+  // Outputs poisoned, so rows the kernel failed to write read as NaN.
+  std::string out(static_cast<size_t>(q_bytes), static_cast<char>(kOutputPoisonByte));
+  std::string lse(static_cast<size_t>(lse_bytes), static_cast<char>(kOutputPoisonByte));
+  int64_t q_at = 0, kv_at = 0;
+  for (const Job* job : jobs) {
+    job->q.CopyTo(q.data() + q_at);
+    job->k.CopyTo(k.data() + kv_at);
+    job->v.CopyTo(v.data() + kv_at);
+    q_at += job->spec.QBytes();
+    kv_at += job->spec.KVBytes();
+  }
+  const int64_t stack_ns = ToNanos(absl::Now() - stack_start);
+
+  const AttentionArgs args = AttentionArgs::Contiguous(
+      problem, key.dtype, q.data(), k.data(), v.data(), out.data(),
+      problem.return_lse ? reinterpret_cast<float*>(lse.data()) : nullptr);
+  // A stack the kernel refuses (its limits apply to the stacked problem)
+  // runs one by one, each request checked on its own.
+  if (!ValidateArgs(args, key.kernel_info()).ok()) return Executor::RunBatch(jobs);
+  const absl::Time start = absl::Now();
+  AttentionCpu(args, threads_, /*cancelled=*/nullptr);
+  const int64_t kernel_ns = ToNanos(absl::Now() - start);
+
+  // Each job's output is its consecutive slice of the stacked one.
+  const absl::Time split_start = absl::Now();
+  q_at = 0;
+  int64_t lse_at = 0;
+  for (Job* job : jobs) {
+    job->out->assign(out.data() + q_at, static_cast<size_t>(job->spec.QBytes()));
+    if (problem.return_lse) {
+      job->lse->assign(lse.data() + lse_at, static_cast<size_t>(job->spec.LseBytes()));
+    }
+    q_at += job->spec.QBytes();
+    lse_at += job->spec.LseBytes();
+  }
+  const int64_t split_ns = ToNanos(absl::Now() - split_start);
+  for (Job* job : jobs) {
+    job->times.h2d_ns = stack_ns;
+    job->times.kernel_ns = kernel_ns;
+    job->times.d2h_ns = split_ns;
+    job->times.batch_size = static_cast<int64_t>(jobs.size());
+    job->device = name_;
+  }
+  return all(absl::OkStatus());
 }
 
 }  // namespace attn::server

@@ -15,6 +15,8 @@
 #include "backends/output_poison.h"
 #include "backends/parallel_copier.h"
 #include "backends/pinned_output_pool.h"
+#include "attn/validate.h"
+#include "scheduling/batch_key.h"
 #include "observability/log.h"
 #include "status_util.h"
 
@@ -138,8 +140,27 @@ class CudaExecutor : public Executor {
     return absl::OkStatus();
   }
 
-  absl::Status Run(Job& job) override {
-    absl::Status status = RunOnStream(job);
+  absl::Status Run(Job& job) override { return NoteStickyError(RunOnStream(job)); }
+
+  // Stacks the jobs into this executor's staging and buffers and runs them
+  // as one launch; jobs that do not fit together (buffers, the kernel's
+  // limits on the stacked problem) run one by one instead.
+  std::vector<absl::Status> RunBatch(absl::Span<Job* const> jobs) override {
+    absl::StatusOr<AttentionProblem> stacked = StackableHere(jobs);
+    if (!stacked.ok()) {
+      LOGF(kWarning, "%s runs a batch of %d one by one: %s", name_, jobs.size(),
+           stacked.status().message());
+      return Executor::RunBatch(jobs);
+    }
+    return std::vector<absl::Status>(jobs.size(),
+                                     NoteStickyError(RunStacked(jobs, *stacked)));
+  }
+
+  int64_t BatchCapacityBytes() const override { return sizes_.tensor; }
+
+ private:
+  // Marks the executor unhealthy when `status` came with a sticky CUDA error.
+  absl::Status NoteStickyError(absl::Status status) {
     if (!status.ok() && status.code() != absl::StatusCode::kInvalidArgument) {
       // A sticky error (illegal address, launch failure, ECC) breaks the
       // context for good: every later call returns it. Retire then.
@@ -153,7 +174,109 @@ class CudaExecutor : public Executor {
     return status;
   }
 
- private:
+  // The stacked problem of `jobs` when they may run as one launch here:
+  // stackable with one batch key, a CUDA kernel, within the buffers and the
+  // kernel's own limits (ValidateProblem, e.g. batch at most 65535).
+  absl::StatusOr<AttentionProblem> StackableHere(absl::Span<Job* const> jobs) const {
+    const RequestSpec& key = jobs.front()->spec;
+    for (const Job* job : jobs) {
+      if (!Stackable(*job) || !SameBatchKey(key, job->spec)) {
+        return absl::InternalError("given jobs that cannot be stacked");
+      }
+    }
+    if (key.kernel_info().backend != Backend::kCuda) {
+      return absl::InternalError("given a kernel of another backend");
+    }
+    const AttentionProblem problem = StackedProblem(jobs);
+    if (problem.QBytes(key.dtype) > sizes_.tensor || problem.KVBytes(key.dtype) > sizes_.tensor ||
+        problem.LseBytes() > sizes_.lse) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "stacked problem %s exceeds the buffers (--max_tokens_per_request)", problem.ToString()));
+    }
+    RETURN_IF_ERROR(ValidateProblem(problem, key.kernel_info()));
+    return problem;
+  }
+
+  // One launch over `jobs` stacked along batch as `problem`: each job's Q,
+  // K, V staged at its batch offset, one copy per tensor each way, the
+  // stacked O (and LSE) split back into each job's strings. Every job gets
+  // the whole launch's times.
+  absl::Status RunStacked(absl::Span<Job* const> jobs, const AttentionProblem& problem) {
+    RETURN_IF_ERROR(BindToThread());
+    RequestSpec spec = jobs.front()->spec;
+    spec.problem = problem;
+    Transfer t;
+    t.q = spec.QBytes();
+    t.kv = spec.KVBytes();
+    t.lse = spec.LseBytes();
+
+    const absl::Time stage_start = absl::Now();
+    char* staged = static_cast<char*>(h_in_.get());
+    std::vector<ParallelCopier::Task> staging;
+    int64_t q_at = 0, kv_at = 0;
+    for (const Job* job : jobs) {
+      staging.push_back({&job->q, staged + q_at});
+      staging.push_back({&job->k, staged + sizes_.tensor + kv_at});
+      staging.push_back({&job->v, staged + 2 * sizes_.tensor + kv_at});
+      q_at += job->spec.QBytes();
+      kv_at += job->spec.KVBytes();
+    }
+    copier_->Copy(staging);
+    const int64_t stage_ns = ToNanos(absl::Now() - stage_start);
+
+    char* out_host = static_cast<char*>(h_out_.get());
+    Placement p;
+    p.q = d_q_.get();
+    p.k = d_k_.get();
+    p.v = d_v_.get();
+    p.out = d_out_.get();
+    p.q_from = staged;
+    p.k_from = staged + sizes_.tensor;
+    p.v_from = staged + 2 * sizes_.tensor;
+    p.out_to = out_host;
+    if (problem.return_lse) {
+      p.lse = static_cast<float*>(d_lse_.get());
+      p.lse_to = out_host + sizes_.tensor;
+    }
+
+    absl::Status status = Enqueue(spec, t, p);
+    // Whatever was enqueued must finish before the buffers are reused.
+    const cudaError_t synced = cudaEventSynchronize(d2h_done_.get());
+    if (!status.ok()) {
+      cudaStreamSynchronize(stream_.get());
+      return status;
+    }
+    RETURN_IF_ERROR(
+        CudaStatus(synced, "cudaEventSynchronize(d2h_done)", ordinal_, __FILE__, __LINE__));
+    const int64_t h2d_ns = EventNanos(start_.get(), h2d_done_.get(), ordinal_, &status);
+    const int64_t kernel_ns = EventNanos(h2d_done_.get(), kernel_done_.get(), ordinal_, &status);
+    const int64_t d2h_ns = EventNanos(kernel_done_.get(), d2h_done_.get(), ordinal_, &status);
+    RETURN_IF_ERROR(status);
+
+    // Each job's O (and LSE) is its consecutive slice (batch_key.h).
+    const absl::Time unstage_start = absl::Now();
+    q_at = 0;
+    int64_t lse_at = 0;
+    for (Job* job : jobs) {
+      job->out->assign(out_host + q_at, static_cast<size_t>(job->spec.QBytes()));
+      if (problem.return_lse) {
+        job->lse->assign(out_host + sizes_.tensor + lse_at,
+                         static_cast<size_t>(job->spec.LseBytes()));
+      }
+      q_at += job->spec.QBytes();
+      lse_at += job->spec.LseBytes();
+    }
+    const int64_t unstage_ns = ToNanos(absl::Now() - unstage_start);
+    for (Job* job : jobs) {
+      job->device = name_;
+      job->times.h2d_ns = stage_ns + h2d_ns;
+      job->times.kernel_ns = kernel_ns;
+      job->times.d2h_ns = d2h_ns + unstage_ns;
+      job->times.batch_size = static_cast<int64_t>(jobs.size());
+    }
+    return absl::OkStatus();
+  }
+
   // What one request moves, in bytes.
   struct Transfer {
     int64_t q = 0, kv = 0, lse = 0, cu = 0;

@@ -316,6 +316,7 @@ void ToProto(const PhaseTimes& times, pb::Timing* proto) {
   proto->set_kernel_ns(times.kernel_ns);
   proto->set_d2h_ns(times.d2h_ns);
   proto->set_total_ns(times.total_ns);
+  proto->set_batch_size(times.batch_size);
 }
 
 double KernelTflops(const RequestSpec& spec, int64_t kernel_ns) {

@@ -24,6 +24,10 @@ struct ConnectionCounts {
 struct LoadSnapshot {
   int64_t queued = 0;   // jobs waiting for a worker
   int64_t running = 0;  // jobs a worker is running
+  // Counters since start: launches that stacked two or more requests
+  // (request batching), and the requests in them.
+  int64_t batched_launches = 0;
+  int64_t batched_requests = 0;
   // Bytes held by AttendStream calls (--max_stream_buffer_bytes) and by all
   // admitted calls (--max_admitted_bytes), with those limits.
   int64_t stream_buffer_bytes = 0;

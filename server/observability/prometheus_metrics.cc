@@ -1,5 +1,6 @@
 #include "observability/prometheus_metrics.h"
 
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -106,6 +107,23 @@ void AddConnectionMetrics(const ConnectionCounts& c, std::vector<MetricFamily>* 
   families->push_back(std::move(refused));
 }
 
+// Request batching (--batch_delay_us): counters kept by the scheduler.
+void AddBatchingMetrics(const LoadSnapshot& load, std::vector<MetricFamily>* families) {
+  for (const auto& [name, help, value] :
+       {std::tuple<const char*, const char*, int64_t>{
+            "attn_batched_launches_total",
+            "Kernel launches that stacked two or more requests (--batch_delay_us).",
+            load.batched_launches},
+        {"attn_batched_requests_total", "Requests that ran in launches stacked with others.",
+         load.batched_requests}}) {
+    MetricFamily family{name, help, MetricType::Counter, {}};
+    ClientMetric metric;
+    metric.counter.value = static_cast<double>(value);
+    family.metric.push_back(std::move(metric));
+    families->push_back(std::move(family));
+  }
+}
+
 }  // namespace
 
 PrometheusMetrics::PrometheusMetrics()
@@ -178,6 +196,7 @@ std::vector<MetricFamily> PrometheusMetrics::Collect() const {
     health.metric.push_back(std::move(metric));
   }
   families.push_back(std::move(health));
+  AddBatchingMetrics(load, &families);
   AddConnectionMetrics(load.connections, &families);
   return families;
 }

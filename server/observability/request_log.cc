@@ -100,6 +100,7 @@ void RecordOutcome(Runtime& runtime, const RequestOutcome& o) {
                     " decode_us=", Micros(t.decode_ns), " queue_us=", Micros(t.queue_ns),
                     " h2d_us=", Micros(t.h2d_ns), " kernel_us=", Micros(t.kernel_ns),
                     " d2h_us=", Micros(t.d2h_ns), " total_us=", Micros(t.total_ns));
+    if (t.batch_size > 0) absl::StrAppend(&line, " batch_size=", t.batch_size);
     if (o.spec != nullptr) {
       absl::StrAppendFormat(&line, " tflops=%.3f", KernelTflops(*o.spec, t.kernel_ns));
     }

@@ -95,6 +95,9 @@ struct PhaseTimes {
   int64_t kernel_ns = 0;   // the attention kernel
   int64_t d2h_ns = 0;      // copying O (and the LSE) back and out of staging
   int64_t total_ns = 0;
+  // Not a time: how many requests shared this one's kernel launch (request
+  // batching, scheduler.h); 0 when it ran alone.
+  int64_t batch_size = 0;
 };
 
 // O (and the LSE) left in memory an executor lends the front end, which

@@ -1,18 +1,21 @@
 #include "scheduling/scheduler.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "observability/log.h"
+#include "scheduling/batch_key.h"
 
 namespace attn::server {
 
 Scheduler::Scheduler(std::vector<std::unique_ptr<Executor>> executors, int queue_capacity,
-                     absl::AnyInvocable<void()> on_all_failed)
+                     absl::AnyInvocable<void()> on_all_failed, BatchPolicy batching)
     : executors_(std::move(executors)),
       capacity_(queue_capacity),
-      on_all_failed_(std::move(on_all_failed)) {
+      on_all_failed_(std::move(on_all_failed)),
+      batching_(batching) {
   {
     absl::MutexLock lock(&mu_);
     live_ = static_cast<int64_t>(executors_.size());
@@ -46,7 +49,8 @@ std::vector<bool> Scheduler::worker_health() const {
 
 Scheduler::Load Scheduler::load() const {
   absl::MutexLock lock(&mu_);
-  return Load{static_cast<int64_t>(queue_.size()), running_};
+  return Load{static_cast<int64_t>(queue_.size()), running_, batched_launches_,
+              batched_requests_};
 }
 
 absl::Status Scheduler::Admissible(const Job& job, absl::Time now, absl::Duration waited) {
@@ -110,12 +114,76 @@ absl::Status Scheduler::Submit(std::unique_ptr<Job>& job) {
             queue_.size(), running_, capacity_));
       } else {
         queue_.push_back(Entry{std::move(job), now});
+        ++submitted_;
       }
     }
   }
   // Finish dropped jobs outside the lock: their callbacks call into gRPC.
   for (auto& [entry, reason] : dropped) Complete(std::move(entry.job), std::move(reason));
   return admitted;
+}
+
+void Scheduler::GatherLocked(std::vector<Entry>* batch, int64_t capacity, int64_t* bytes) {
+  const absl::Time now = absl::Now();
+  const RequestSpec& key = batch->front().job->spec;
+  const size_t max_size = static_cast<size_t>(batching_.max_size);
+  for (auto it = queue_.begin(); it != queue_.end() && batch->size() < max_size;) {
+    const Job& job = *it->job;
+    const int64_t more = StackedBytes(job.spec);
+    // Jobs that cannot join stay where they are, in order; so do cancelled
+    // or expired ones (the next worker or purge to see them completes them).
+    if (!Stackable(job) || !SameBatchKey(key, job.spec) || *bytes + more > capacity ||
+        !Admissible(job, now, now - it->enqueued).ok()) {
+      ++it;
+      continue;
+    }
+    *bytes += more;
+    batch->push_back(std::move(*it));
+    it = queue_.erase(it);
+    ++running_;
+  }
+}
+
+std::vector<Scheduler::Entry> Scheduler::TakeBatch(Executor* executor) {
+  std::vector<Entry> batch;
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](Scheduler* s) { return !s->queue_.empty() || s->stopped_; }, this));
+  if (queue_.empty()) return batch;  // stopped and drained
+  batch.push_back(std::move(queue_.front()));
+  queue_.pop_front();
+  ++running_;
+
+  const Job& first = *batch.front().job;
+  const int64_t capacity = executor->BatchCapacityBytes();
+  int64_t bytes = StackedBytes(first.spec);
+  if (batching_.delay <= absl::ZeroDuration() || batching_.max_size < 2 || capacity <= 0 ||
+      !Stackable(first) || bytes > capacity) {
+    return batch;
+  }
+  GatherLocked(&batch, capacity, &bytes);
+  const size_t max_size = static_cast<size_t>(batching_.max_size);
+  absl::Time until = batch.front().enqueued + batching_.delay;
+  // Wakes on a new job or Stop(); a job taken by another worker meanwhile is
+  // simply not seen.
+  struct Wait {
+    Scheduler* scheduler;
+    int64_t seen;
+  };
+  while (batch.size() < max_size && !stopped_) {
+    for (const Entry& entry : batch) until = std::min(until, entry.job->deadline);
+    if (absl::Now() >= until) break;
+    Wait wait{this, submitted_};
+    mu_.AwaitWithDeadline(absl::Condition(
+                              +[](Wait* w) {
+                                return w->scheduler->submitted_ != w->seen ||
+                                       w->scheduler->stopped_;
+                              },
+                              &wait),
+                          until);
+    GatherLocked(&batch, capacity, &bytes);
+  }
+  return batch;
 }
 
 void Scheduler::WorkerLoop(size_t index) {
@@ -128,21 +196,38 @@ void Scheduler::WorkerLoop(size_t index) {
     healthy_[index] = false;
   }
   while (true) {
-    Entry entry;
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](Scheduler* s) { return !s->queue_.empty() || s->stopped_; }, this));
-      if (queue_.empty()) return;  // stopped and drained
-      entry = std::move(queue_.front());
-      queue_.pop_front();
-      ++running_;
-    }
-    Job& job = *entry.job;
+    std::vector<Entry> batch = TakeBatch(executor);
+    if (batch.empty()) return;  // stopped and drained
+    // Every job is checked as a lone one is; those still wanted run
+    // together (or alone, as before batching, when only one is).
     const absl::Time now = absl::Now();
-    job.times.queue_ns = ToNanos(now - entry.enqueued);
-    absl::Status status = Admissible(job, now, now - entry.enqueued);
-    if (status.ok()) status = bound.ok() ? executor->Run(job) : bound;
+    std::vector<absl::Status> statuses(batch.size());
+    std::vector<Job*> runnable;
+    std::vector<size_t> positions;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Job& job = *batch[i].job;
+      job.times.queue_ns = ToNanos(now - batch[i].enqueued);
+      statuses[i] = Admissible(job, now, now - batch[i].enqueued);
+      if (statuses[i].ok() && !bound.ok()) statuses[i] = bound;
+      if (!statuses[i].ok()) continue;
+      runnable.push_back(&job);
+      positions.push_back(i);
+    }
+    if (runnable.size() == 1) {
+      statuses[positions.front()] = executor->Run(*runnable.front());
+    } else if (runnable.size() > 1) {
+      std::vector<absl::Status> results = executor->RunBatch(runnable);
+      for (size_t k = 0; k < positions.size(); ++k) {
+        statuses[positions[k]] =
+            k < results.size()
+                ? std::move(results[k])
+                : absl::InternalError(absl::StrFormat(
+                      "%s returned %d statuses for a batch of %d", executor->Name(),
+                      results.size(), runnable.size()));
+      }
+    }
+    int64_t stacked = 0;
+    for (const Job* job : runnable) stacked += job->times.batch_size > 1 ? 1 : 0;
     const bool retire = !executor->Healthy();
     std::deque<Entry> orphans;  // queued jobs nobody is left to run
     // Decided under the lock: exactly one worker, the one whose decrement
@@ -150,14 +235,20 @@ void Scheduler::WorkerLoop(size_t index) {
     bool last_to_retire = false;
     {
       absl::MutexLock lock(&mu_);
-      --running_;
+      running_ -= static_cast<int64_t>(batch.size());
+      if (stacked > 0) {
+        ++batched_launches_;
+        batched_requests_ += stacked;
+      }
       if (retire) healthy_[index] = false;
       if (retire && --live_ == 0) {
         last_to_retire = true;
         orphans.swap(queue_);
       }
     }
-    Complete(std::move(entry.job), std::move(status));
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Complete(std::move(batch[i].job), std::move(statuses[i]));
+    }
     if (!retire) continue;
     LOGF(kError, "retiring the worker of %s: its executor can run nothing more", executor->Name());
     for (Entry& orphan : orphans) {

@@ -16,6 +16,17 @@
 // A job whose client cancelled, or whose deadline passed, before a worker
 // took it is not run: `done` gets CANCELLED or DEADLINE_EXCEEDED.
 //
+// Batching (off unless BatchPolicy::delay > 0): a worker that takes a
+// stackable job (batch_key.h) whose executor can batch gathers queued jobs
+// with the same batch key, oldest first, leaving the others queued in
+// order, up to max_size jobs and the executor's BatchCapacityBytes(). Short
+// of max_size, it waits for more until `delay` after the first job entered
+// the queue, never past the deadline of a job it holds, and not after
+// Stop(); Submit wakes it. Gathered jobs count as running (so towards the
+// in-flight bound of queue_capacity + workers). Before the launch
+// each is checked as a lone job is (cancelled or past its deadline: not
+// run, `done` gets the reason); the rest run in one Executor::RunBatch.
+//
 // A worker whose executor reports !Healthy() after a job retires; when the
 // last one does, queued and new jobs get UNAVAILABLE and `on_all_failed`
 // runs (the server reports NOT_SERVING, so an orchestrator restarts it).
@@ -32,10 +43,17 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "backends/executor.h"
 #include "scheduling/job.h"
 
 namespace attn::server {
+
+// Request batching (see above).
+struct BatchPolicy {
+  absl::Duration delay = absl::ZeroDuration();  // 0: every job runs alone
+  int max_size = 16;                             // jobs in one launch, >= 1
+};
 
 class Scheduler {
  public:
@@ -43,7 +61,7 @@ class Scheduler {
   // not running ones: at most queue_capacity + workers jobs are in flight;
   // 0 admits a job only when a worker is free.
   Scheduler(std::vector<std::unique_ptr<Executor>> executors, int queue_capacity,
-            absl::AnyInvocable<void()> on_all_failed = nullptr);
+            absl::AnyInvocable<void()> on_all_failed = nullptr, BatchPolicy batching = {});
   // Stop(), then joins the workers.
   ~Scheduler();
 
@@ -63,6 +81,9 @@ class Scheduler {
   struct Load {
     int64_t queued = 0;
     int64_t running = 0;
+    // Since start: launches that stacked two or more jobs, and those jobs.
+    int64_t batched_launches = 0;
+    int64_t batched_requests = 0;
   };
   Load load() const;
   int workers() const { return static_cast<int>(executors_.size()); }
@@ -81,6 +102,14 @@ class Scheduler {
   };
 
   void WorkerLoop(size_t index);
+  // Moves queued jobs that may join `batch` (whose first job is stackable)
+  // into it, oldest first, while it has room (`max_size`, `capacity` bytes
+  // of the largest stacked tensor, `*bytes` of them used).
+  void GatherLocked(std::vector<Entry>* batch, int64_t capacity, int64_t* bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the oldest job and, when batching applies, more to run with it.
+  // Empty once stopped and drained.
+  std::vector<Entry> TakeBatch(Executor* executor);
   // Moves queued jobs that were cancelled or are past their deadline into
   // `dropped` (with the status each will be completed with).
   void PurgeLocked(absl::Time now, std::vector<std::pair<Entry, absl::Status>>* dropped)
@@ -92,6 +121,7 @@ class Scheduler {
   const std::vector<std::unique_ptr<Executor>> executors_;
   const int capacity_;
   absl::AnyInvocable<void()> on_all_failed_;
+  const BatchPolicy batching_;
 
   mutable absl::Mutex mu_;
   std::deque<Entry> queue_ ABSL_GUARDED_BY(mu_);
@@ -99,6 +129,10 @@ class Scheduler {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   int64_t live_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<bool> healthy_ ABSL_GUARDED_BY(mu_);
+  // Jobs ever queued: a gathering worker waits for it to change.
+  int64_t submitted_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t batched_launches_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t batched_requests_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::vector<std::thread> threads_;
 };

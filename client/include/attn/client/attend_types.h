@@ -189,6 +189,9 @@ struct ServerTiming {
   int64_t kernel_ns = 0;  // the attention kernel
   int64_t d2h_ns = 0;     // device-to-host copy (0 on the CPU backend)
   int64_t total_ns = 0;   // arrival to response ready
+  // Requests that shared this one's kernel launch (server-side batching),
+  // whose h2d, kernel and d2h times these are; 0 when it ran alone.
+  int64_t batch_size = 0;
   TensorPath q_path = TensorPath::kUnspecified, k_path = TensorPath::kUnspecified,
              v_path = TensorPath::kUnspecified, out_path = TensorPath::kUnspecified,
              lse_path = TensorPath::kUnspecified;
