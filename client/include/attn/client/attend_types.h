@@ -221,9 +221,10 @@ struct ClientTiming {
   // split call's shards run in parallel, so its ServerTiming holds each
   // phase's maximum over the shards (total_ns included: the slowest shard),
   // kernel_tflops is the whole call's FLOPs over the shards' summed kernel
-  // time, and marshal_ns / unmarshal_ns cover building every shard's
-  // request (with the gather of head shards) / parsing every response and
-  // scattering it into the output, summed.
+  // time; marshal_ns runs from the start of the fan-out until the last
+  // shard's request is built (the shards are built in parallel, the gather
+  // of head shards included), and unmarshal_ns sums parsing every response
+  // and scattering it into the output.
   int shards = 1;
 
   // round_trip_ns minus client marshal/unmarshal and the server's total: the
