@@ -319,22 +319,24 @@ absl::Status Attend(attn_client_t* client, const char* kernel, int dtype, const 
                      ": the deadline passed before the call (timeout_s is ", timeout_s, ")"));
   }
   options.timeout = absl::Seconds(timeout_s);
+  // O straight into the caller's buffer (no copy out of the result).
+  options.out_destination = static_cast<char*>(out);
   const int64_t copied_in = NowNs();
 
   absl::StatusOr<attn::AttendResult> result = client->client->Attend(*in, options);
   if (!result.ok()) return result.status();
 
   const int64_t copy_out_start = NowNs();
-  // Outputs written to regions are not in the response.
-  const size_t out_bytes = out != nullptr ? static_cast<size_t>(in->QBytes()) : 0;
+  // An LSE written to a region is not in the response.
   const size_t lse_bytes = lse != nullptr ? in->LseElements() * sizeof(float) : 0;
-  if (result->out.size() != out_bytes || result->lse.size() * sizeof(float) != lse_bytes) {
+  // The client checked O's size and wrote it to `out` (out_destination).
+  if (!result->out.empty() || result->lse.size() * sizeof(float) != lse_bytes) {
     return absl::InternalError(
         absl::StrCat("Attend to ", client->client->options().address, ": the response has ",
-                     result->out.size(), " output and ", result->lse.size() * sizeof(float),
-                     " LSE bytes; the request needs ", out_bytes, " and ", lse_bytes));
+                     result->out.size(), " output bytes besides `out` and ",
+                     result->lse.size() * sizeof(float), " LSE bytes; the request needs 0 and ",
+                     lse_bytes));
   }
-  if (out_bytes > 0) std::memcpy(out, result->out.data(), out_bytes);
   if (lse_bytes > 0) std::memcpy(lse, result->lse.data(), lse_bytes);
   const int64_t end = NowNs();
   if (timing != nullptr) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <thread>
 #include <utility>
 
@@ -349,12 +350,16 @@ struct ShardCall {
 // last one to finish delivers the result.
 struct SplitCall {
   std::shared_ptr<const AttentionInputs> inputs;  // the whole call's
+  // The caller's options, less out_destination: each shard's response is
+  // taken whole, then scattered into `out_place`.
   AttendOptions options;
   AttendCallback done;
   // Filled before any shard starts, never resized: the shards' callbacks
-  // scatter into disjoint bytes of these without the lock.
+  // scatter into disjoint bytes of these without the lock. `out_place` is
+  // the caller's out_destination, or else out's bytes.
   std::vector<std::unique_ptr<ShardCall>> shards;
   std::string out;
+  char* out_place = nullptr;
   std::vector<float> lse;
   int64_t start_ns = 0;
 
@@ -418,6 +423,7 @@ void AttentionClient::StartSplit(std::shared_ptr<const AttentionInputs> inputs,
   auto call = std::make_shared<SplitCall>();
   call->start_ns = internal::MonotonicNanos();
   call->options = options;
+  call->options.out_destination = nullptr;
   call->done = std::move(done);
   const std::vector<internal::Shard> plan = internal::PlanShards(*inputs, shards);
   // Every shard gets the caller's deadline, not a fresh timeout each.
@@ -430,7 +436,12 @@ void AttentionClient::StartSplit(std::shared_ptr<const AttentionInputs> inputs,
     PrepareContext(&part->context, deadline);
     call->shards.push_back(std::move(part));
   }
-  call->out.resize(static_cast<size_t>(inputs->QBytes()));
+  if (options.out_destination != nullptr) {
+    call->out_place = options.out_destination;
+  } else {
+    call->out.resize(static_cast<size_t>(inputs->QBytes()));
+    call->out_place = call->out.data();
+  }
   if (options.return_lse) call->lse.resize(static_cast<size_t>(inputs->LseElements()));
   call->inputs = std::move(inputs);
   {
@@ -482,7 +493,7 @@ void AttentionClient::StartSplit(std::shared_ptr<const AttentionInputs> inputs,
                                                                   ": ", failure.message()));
             }
             if (failure.ok()) {
-              internal::ScatterOutput(*call->inputs, finished.shard, value.out, &call->out);
+              internal::ScatterOutput(*call->inputs, finished.shard, value.out, call->out_place);
               if (call->options.return_lse) {
                 internal::ScatterLse(*call->inputs, finished.shard, value.lse, &call->lse);
               }
@@ -546,12 +557,18 @@ void AttentionClient::StartStream(std::shared_ptr<const AttentionInputs> inputs,
   auto context = std::make_unique<grpc::ClientContext>();
   PrepareContext(context.get(), options.timeout);
   pb::AttendRequest header = internal::MakeRequestHeader(*inputs, options);
+  char* const out_destination = options.out_ref.set() ? nullptr : options.out_destination;
   internal::AttendStreamCall::Start(
       NextConnection().stub.get(), std::move(context), std::move(header), std::move(inputs),
       options_.stream_chunk_bytes, start_ns,
-      [this, done = std::move(done)](const grpc::Status& status, AttendResult value) mutable {
+      [this, done = std::move(done), out_destination](const grpc::Status& status,
+                                                      AttendResult value) mutable {
         CallAnswered();
         if (status.ok()) {
+          if (out_destination != nullptr) {  // the output arrived in chunks into value.out
+            std::memcpy(out_destination, value.out.data(), value.out.size());
+            value.out.clear();
+          }
           std::move(done)(std::move(value));
         } else {
           std::move(done)(CallError(status, "AttendStream"));

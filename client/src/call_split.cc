@@ -119,9 +119,9 @@ std::shared_ptr<const AttentionInputs> ShardInputs(
 }
 
 void ScatterOutput(const AttentionInputs& whole, const Shard& shard, const std::string& shard_out,
-                   std::string* out) {
+                   char* out) {
   const TensorWindow w = QWindow(whole, shard);
-  char* to = &(*out)[0] + w.first_row * w.row_bytes + w.skip_bytes;
+  char* to = out + w.first_row * w.row_bytes + w.skip_bytes;
   if (w.contiguous()) {
     std::memcpy(to, shard_out.data(), shard_out.size());
     return;

@@ -59,7 +59,7 @@ std::shared_ptr<const AttentionInputs> ShardInputs(
 // LSE into `lse` (whole.LseElements() floats). Shards write disjoint
 // bytes, so different shards may scatter concurrently.
 void ScatterOutput(const AttentionInputs& whole, const Shard& shard, const std::string& shard_out,
-                   std::string* out);
+                   char* out);
 void ScatterLse(const AttentionInputs& whole, const Shard& shard,
                 const std::vector<float>& shard_lse, std::vector<float>* lse);
 

@@ -236,7 +236,12 @@ absl::Status TakeResponse(pb::AttendResponse& response, const AttentionInputs& i
       !s.ok()) {
     return s;
   }
-  result->out = std::move(*response.mutable_out());
+  if (options.out_destination != nullptr && !options.out_ref.set()) {
+    std::memcpy(options.out_destination, response.out().data(), response.out().size());
+    result->out.clear();
+  } else {
+    result->out = std::move(*response.mutable_out());
+  }
   // The server names the paths only when a region was used: the rest
   // travelled inline.
   ServerTiming& t = result->server;

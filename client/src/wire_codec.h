@@ -48,7 +48,7 @@ grpc::ByteBuffer EncodeAttendRequest(const attnserve::v1::AttendRequest& header,
                                      std::shared_ptr<const AttentionInputs> inputs);
 
 // Moves `response` into `result` (everything but timings measured by the
-// client). INTERNAL when the response does not match the request: wrong
+// client); O goes to options.out_destination instead when that is set. INTERNAL when the response does not match the request: wrong
 // dtype, shape, output size, or LSE size (LseElements() floats with
 // `return_lse`, none without; neither when written to a region).
 absl::Status TakeResponse(attnserve::v1::AttendResponse& response, const AttentionInputs& inputs,

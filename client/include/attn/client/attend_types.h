@@ -168,6 +168,12 @@ struct AttendOptions {
   // (ClientOptions::split_calls_above_bytes), e.g. to measure one
   // connection's throughput.
   bool allow_split = true;
+  // Where to write O instead of AttendResult::out (which then stays
+  // empty): inputs.QBytes() bytes the caller owns and keeps alive until the
+  // call is over. Saves a copy of the output for callers that have their
+  // own buffer (the C ABI: the caller's NumPy or torch array). Ignored when
+  // out_ref is set.
+  char* out_destination = nullptr;
 };
 
 // How a tensor travelled (proto TensorPath).
