@@ -148,6 +148,20 @@ class SplitE2eTest : public ::testing::Test {
     EXPECT_GE(result->server.total_ns, result->server.kernel_ns);
     EXPECT_GE(result->client.round_trip_ns, result->server.total_ns);
     EXPECT_GT(result->kernel_tflops, 0.0);
+
+    // O into the caller's own (poisoned) buffer instead of AttendResult::out,
+    // split and unsplit: the same bytes, nothing left in the result.
+    for (AttentionClient* client : {split.get(), whole_.get()}) {
+      std::string destination(reference->out.size(), '\xAB');
+      AttendOptions into = options;
+      into.out_destination = destination.data();
+      absl::StatusOr<AttendResult> placed = client->Attend(in, into);
+      ASSERT_TRUE(placed.ok()) << placed.status();
+      EXPECT_EQ(placed->client.shards, client == split.get() ? shards : 1);
+      EXPECT_TRUE(placed->out.empty());
+      EXPECT_EQ(destination, reference->out) << "out_destination got other bytes";
+      ASSERT_EQ(placed->lse.size(), reference->lse.size());
+    }
   }
 
   static ServerProcess* server_;
@@ -338,6 +352,15 @@ TEST_F(SplitFakeTest, StreamedCallsAreNotSplit) {
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_TRUE(result->client.streamed);
   EXPECT_EQ(result->client.shards, 1);
+
+  // A streamed output goes to out_destination too.
+  std::string destination(result->out.size(), '\xAB');
+  options.out_destination = destination.data();
+  absl::StatusOr<AttendResult> placed = client->Attend(Inputs({4, 8, 2, 16}), options);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_TRUE(placed->client.streamed);
+  EXPECT_TRUE(placed->out.empty());
+  EXPECT_EQ(destination, result->out);
 }
 
 }  // namespace
