@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Sanitizer and fuzzing checks of the CPU parts, as CI runs them (test.sh
-# calls this after the main tests). Two instrumented CUDA-off builds with
+# Sanitizer and fuzzing checks of the CPU parts (test.sh, and so CI, runs
+# the asan kind after the main tests; tsan by hand, see test.sh). Two instrumented CUDA-off builds with
 # clang-14, each in its own build tree, building only what the tests need:
 #
 #   asan  ATTN_SANITIZE=address,undefined, ATTN_FUZZ=ON: the tests below
