@@ -21,6 +21,10 @@ Scheduler::Scheduler(std::vector<std::unique_ptr<Executor>> executors, int queue
     live_ = static_cast<int64_t>(executors_.size());
     healthy_.assign(executors_.size(), true);
   }
+  completions_.reserve(executors_.size());
+  for (size_t i = 0; i < executors_.size(); ++i) {
+    completions_.push_back(std::make_unique<CompletionThread>());
+  }
   threads_.reserve(executors_.size());
   for (size_t i = 0; i < executors_.size(); ++i) {
     threads_.emplace_back([this, i]() { WorkerLoop(i); });
@@ -30,6 +34,7 @@ Scheduler::Scheduler(std::vector<std::unique_ptr<Executor>> executors, int queue
 Scheduler::~Scheduler() {
   Stop();
   for (std::thread& thread : threads_) thread.join();
+  completions_.clear();  // runs the completions the workers posted last
 }
 
 void Scheduler::Stop() {
@@ -71,6 +76,12 @@ void Scheduler::Complete(std::unique_ptr<Job> job, absl::Status status) {
   // `done` lives in the job it receives: move it out before the call.
   JobDone done = std::move(job->done);
   done(std::move(job), std::move(status));
+}
+
+void Scheduler::CompleteLater(size_t index, std::unique_ptr<Job> job, absl::Status status) {
+  completions_[index]->Post([job = std::move(job), status = std::move(status)]() mutable {
+    Complete(std::move(job), std::move(status));
+  });
 }
 
 void Scheduler::PurgeLocked(absl::Time now, std::vector<std::pair<Entry, absl::Status>>* dropped) {
@@ -247,14 +258,14 @@ void Scheduler::WorkerLoop(size_t index) {
       }
     }
     for (size_t i = 0; i < batch.size(); ++i) {
-      Complete(std::move(batch[i].job), std::move(statuses[i]));
+      CompleteLater(index, std::move(batch[i].job), std::move(statuses[i]));
     }
     if (!retire) continue;
     LOGF(kError, "retiring the worker of %s: its executor can run nothing more", executor->Name());
     for (Entry& orphan : orphans) {
-      Complete(std::move(orphan.job),
-               absl::UnavailableError("every worker of this server has failed (see its log); "
-                                      "it needs a restart"));
+      CompleteLater(index, std::move(orphan.job),
+                    absl::UnavailableError("every worker of this server has failed (see its "
+                                           "log); it needs a restart"));
     }
     if (last_to_retire && on_all_failed_ != nullptr) on_all_failed_();
     return;

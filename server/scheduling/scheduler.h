@@ -9,9 +9,11 @@
 // dropping queued jobs that were cancelled or whose deadline has passed).
 //
 // Ownership (as Triton's Scheduler::Enqueue): when Submit() returns OK the
-// scheduler owns the job and calls its `done` exactly once, on a worker
-// thread or on the thread of a later Submit(); when it returns an error the
-// caller keeps the job and `done` is never called.
+// scheduler owns the job and calls its `done` exactly once: on the
+// completion thread of the worker that took it (completion_thread.h: each
+// worker's jobs complete in the order it finished them, while it runs the
+// next), or on the thread of a later Submit() that drops it; when it returns
+// an error the caller keeps the job and `done` is never called.
 //
 // A job whose client cancelled, or whose deadline passed, before a worker
 // took it is not run: `done` gets CANCELLED or DEADLINE_EXCEEDED.
@@ -45,6 +47,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "backends/executor.h"
+#include "scheduling/completion_thread.h"
 #include "scheduling/job.h"
 
 namespace attn::server {
@@ -62,7 +65,8 @@ class Scheduler {
   // 0 admits a job only when a worker is free.
   Scheduler(std::vector<std::unique_ptr<Executor>> executors, int queue_capacity,
             absl::AnyInvocable<void()> on_all_failed = nullptr, BatchPolicy batching = {});
-  // Stop(), then joins the workers.
+  // Stop(), then joins the workers and their completion threads (every
+  // job is completed before it returns).
   ~Scheduler();
 
   Scheduler(const Scheduler&) = delete;
@@ -117,6 +121,8 @@ class Scheduler {
   // The reason not to run `job`, or OK to run it.
   static absl::Status Admissible(const Job& job, absl::Time now, absl::Duration waited);
   static void Complete(std::unique_ptr<Job> job, absl::Status status);
+  // Completes `job` on worker `index`'s completion thread.
+  void CompleteLater(size_t index, std::unique_ptr<Job> job, absl::Status status);
 
   const std::vector<std::unique_ptr<Executor>> executors_;
   const int capacity_;
@@ -134,6 +140,9 @@ class Scheduler {
   int64_t batched_launches_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t batched_requests_ ABSL_GUARDED_BY(mu_) = 0;
 
+  // One per worker, in executors() order; destroyed after the workers
+  // are joined (declared before threads_).
+  std::vector<std::unique_ptr<CompletionThread>> completions_;
   std::vector<std::thread> threads_;
 };
 

@@ -295,8 +295,9 @@ TEST_F(SchedulerTest, BrokenExecutorsRetireAndTheLastOneFailsTheQueue) {
 }
 
 // Two workers that retire at the same moment: both decrements happen before
-// either worker decides whether it was the last (the completions wait for
-// each other), so a decision taken outside the lock fires twice every time.
+// either worker decides whether it was the last, so a decision taken outside
+// the lock would fire twice. (The completions wait for each other, each on
+// its worker's completion thread: so both are in flight together.)
 TEST_F(SchedulerTest, WorkersRetiringTogetherReportAllFailedExactlyOnce) {
   std::atomic<int> all_failed_calls{0};
   absl::Notification all_failed;
@@ -323,6 +324,36 @@ TEST_F(SchedulerTest, WorkersRetiringTogetherReportAllFailedExactlyOnce) {
   scheduler_.reset();  // joins both workers: every call they would make is made
   EXPECT_EQ(all_failed_calls.load(), 1);
   EXPECT_EQ(completions_.size(), 2u);
+}
+
+// The worker hands a finished job to its completion thread and takes the
+// next at once: a `done` that takes long (gRPC starting a large write) does
+// not hold up the device. Completions keep the worker's order.
+TEST_F(SchedulerTest, WorkerRunsTheNextJobWhileTheLastOneCompletes) {
+  Make(1, 4);
+  absl::Notification first_done_entered, let_first_done_return;
+  std::unique_ptr<Job> first = NewJob("first");
+  first->done = [&](std::unique_ptr<Job> j, absl::Status s) {
+    first_done_entered.Notify();
+    let_first_done_return.WaitForNotification();
+    completions_.Add(*j, s);
+  };
+  ASSERT_TRUE(scheduler_->Submit(first).ok());
+  ASSERT_TRUE(Submit("second").ok());
+  fakes_[0]->ReleaseAll();
+  ASSERT_TRUE(first_done_entered.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  // With "first"'s done still running, the worker has run "second".
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (fakes_[0]->started().size() < 2 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(fakes_[0]->started(), (std::vector<std::string>{"first", "second"}));
+  EXPECT_EQ(completions_.size(), 0u);
+  let_first_done_return.Notify();
+  completions_.WaitFor(2);
+  absl::MutexLock lock(&completions_.mu);
+  EXPECT_EQ(completions_.done[0].first, "first");
+  EXPECT_EQ(completions_.done[1].first, "second");
 }
 
 TEST_F(SchedulerTest, QueueTimeIsMeasured) {
