@@ -4,33 +4,30 @@
 
 namespace attn::server {
 
-absl::StatusOr<std::shared_ptr<PinnedOutputPool>> PinnedOutputPool::Create(int count,
-                                                                           size_t bytes,
+absl::StatusOr<std::shared_ptr<PinnedOutputPool>> PinnedOutputPool::Create(size_t bytes,
                                                                            int device) {
-  std::shared_ptr<PinnedOutputPool> pool(new PinnedOutputPool(bytes));
-  for (int i = 0; i < count; ++i) {
-    absl::StatusOr<PinnedBuffer> buffer = AllocatePinned(bytes, device);
-    if (!buffer.ok()) return buffer.status();
-    pool->free_.push_back(static_cast<char*>(buffer->get()));
-    pool->buffers_.push_back(*std::move(buffer));
-  }
-  return pool;
+  absl::StatusOr<PinnedBuffer> block = AllocatePinned(bytes, device);
+  if (!block.ok()) return block.status();
+  return std::shared_ptr<PinnedOutputPool>(new PinnedOutputPool(*std::move(block), bytes));
 }
 
-std::unique_ptr<PinnedOutputPool::Lent> PinnedOutputPool::Take() {
-  char* data = nullptr;
+std::unique_ptr<PinnedOutputPool::Lent> PinnedOutputPool::Take(size_t out, size_t lse) {
+  // The LSE starts at the next aligned offset after O.
+  const size_t lse_offset = (out + kAlignment - 1) / kAlignment * kAlignment;
+  std::optional<size_t> offset;
   {
     absl::MutexLock lock(&mu_);
-    if (free_.empty()) return nullptr;
-    data = free_.back();
-    free_.pop_back();
+    offset = ranges_.Take(lse_offset + lse);
   }
-  return std::unique_ptr<Lent>(new Lent(shared_from_this(), data));
+  if (!offset.has_value()) return nullptr;
+  char* data = static_cast<char*>(block_.get()) + *offset;
+  return std::unique_ptr<Lent>(
+      new Lent(shared_from_this(), data, *offset, out, lse_offset, lse));
 }
 
-void PinnedOutputPool::Return(char* data) {
+void PinnedOutputPool::Return(size_t offset, size_t bytes) {
   absl::MutexLock lock(&mu_);
-  free_.push_back(data);
+  ranges_.Return(offset, bytes);
 }
 
 }  // namespace attn::server
