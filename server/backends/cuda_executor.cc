@@ -51,9 +51,10 @@ struct BufferSizes {
   int64_t PinnedOut() const { return tensor + lse; }        // o, lse
 };
 
-// Pinned output buffers per executor that responses are sent from (see
-// pinned_output_pool.h): enough for the responses of the requests a stream
-// finishes while earlier ones are still being sent.
+// Pinned memory per executor that responses are sent from (see
+// pinned_output_pool.h), in outputs of the largest size: room for the
+// responses of the requests a stream finishes while earlier ones are still
+// being sent (twelve at S=4096, B=1, H=16, d=128 with the default limits).
 constexpr int kLentOutputBuffers = 3;
 
 // One stream of one device with everything a request needs, allocated once.
@@ -80,9 +81,9 @@ class CudaExecutor : public Executor {
     }
     ASSIGN_OR_RETURN(e->h_in_, AllocatePinned(static_cast<size_t>(sizes.PinnedIn()), ordinal));
     ASSIGN_OR_RETURN(e->h_out_, AllocatePinned(static_cast<size_t>(sizes.PinnedOut()), ordinal));
-    ASSIGN_OR_RETURN(e->lent_out_, PinnedOutputPool::Create(kLentOutputBuffers,
-                                                            static_cast<size_t>(sizes.PinnedOut()),
-                                                            ordinal));
+    ASSIGN_OR_RETURN(e->lent_out_,
+                     PinnedOutputPool::Create(
+                         kLentOutputBuffers * static_cast<size_t>(sizes.PinnedOut()), ordinal));
     return e;
   }
 
@@ -239,19 +240,7 @@ class CudaExecutor : public Executor {
       p.lse_to = out_host + sizes_.tensor;
     }
 
-    absl::Status status = Enqueue(spec, t, p);
-    // Whatever was enqueued must finish before the buffers are reused.
-    const cudaError_t synced = cudaEventSynchronize(d2h_done_.get());
-    if (!status.ok()) {
-      cudaStreamSynchronize(stream_.get());
-      return status;
-    }
-    RETURN_IF_ERROR(
-        CudaStatus(synced, "cudaEventSynchronize(d2h_done)", ordinal_, __FILE__, __LINE__));
-    const int64_t h2d_ns = EventNanos(start_.get(), h2d_done_.get(), ordinal_, &status);
-    const int64_t kernel_ns = EventNanos(h2d_done_.get(), kernel_done_.get(), ordinal_, &status);
-    const int64_t d2h_ns = EventNanos(kernel_done_.get(), d2h_done_.get(), ordinal_, &status);
-    RETURN_IF_ERROR(status);
+    ASSIGN_OR_RETURN(const DeviceTimes measured, EnqueueAndWait(spec, t, p));
 
     // Each job's O (and LSE) is its consecutive slice (batch_key.h).
     const absl::Time unstage_start = absl::Now();
@@ -269,9 +258,9 @@ class CudaExecutor : public Executor {
     const int64_t unstage_ns = ToNanos(absl::Now() - unstage_start);
     for (Job* job : jobs) {
       job->device = name_;
-      job->times.h2d_ns = stage_ns + h2d_ns;
-      job->times.kernel_ns = kernel_ns;
-      job->times.d2h_ns = d2h_ns + unstage_ns;
+      job->times.h2d_ns = stage_ns + measured.h2d_ns;
+      job->times.kernel_ns = measured.kernel_ns;
+      job->times.d2h_ns = measured.d2h_ns + unstage_ns;
       job->times.batch_size = static_cast<int64_t>(jobs.size());
     }
     return absl::OkStatus();
@@ -335,35 +324,22 @@ class CudaExecutor : public Executor {
     const int64_t stage_ns = ToNanos(absl::Now() - stage_start);
 
     // O (and the LSE) go to the request's regions when it named them, else
-    // to a buffer the response is sent from when one is free, else to this
-    // executor's own staging, copied out below.
+    // to pinned memory the response is sent from when there is room, else
+    // to this executor's own staging, copied out below.
     const bool outputs_inline = !job.out_place.in_region() && !job.lse_place.in_region();
     std::unique_ptr<PinnedOutputPool::Lent> lent =
-        job.takes_output_buffer && outputs_inline ? lent_out_->Take() : nullptr;
+        job.takes_output_buffer && outputs_inline
+            ? lent_out_->Take(static_cast<size_t>(t.q),
+                              spec.problem.return_lse ? static_cast<size_t>(t.lse) : 0)
+            : nullptr;
     char* out_host = lent != nullptr ? lent->data() : static_cast<char*>(h_out_.get());
-    Placement place = Place(job, out_host);
+    char* lse_host = lent != nullptr ? lent->lse_data() : out_host + sizes_.tensor;
+    Placement place = Place(job, out_host, lse_host);
 
-    // Enqueue copy-in, poison, kernel, copy-out, with events between them.
-    absl::Status status = Enqueue(spec, t, place);
-    // Whatever was enqueued must finish before the buffers are reused, even
-    // when a later step failed to enqueue.
-    const cudaError_t synced = cudaEventSynchronize(d2h_done_.get());
-    if (!status.ok()) {
-      cudaStreamSynchronize(stream_.get());
-      return status;
-    }
-    RETURN_IF_ERROR(
-        CudaStatus(synced, "cudaEventSynchronize(d2h_done)", ordinal_, __FILE__, __LINE__));
-
-    const int64_t h2d_ns = EventNanos(start_.get(), h2d_done_.get(), ordinal_, &status);
-    const int64_t kernel_ns = EventNanos(h2d_done_.get(), kernel_done_.get(), ordinal_, &status);
-    const int64_t d2h_ns = EventNanos(kernel_done_.get(), d2h_done_.get(), ordinal_, &status);
-    RETURN_IF_ERROR(status);
+    ASSIGN_OR_RETURN(const DeviceTimes measured, EnqueueAndWait(spec, t, place));
 
     const absl::Time unstage_start = absl::Now();
     if (lent != nullptr) {
-      lent->SetExtent(static_cast<size_t>(t.q), static_cast<size_t>(sizes_.tensor),
-                      static_cast<size_t>(t.lse));
       job.output = std::move(lent);
     } else {
       if (!job.out_place.in_region()) job.out->assign(out_host, static_cast<size_t>(t.q));
@@ -373,9 +349,9 @@ class CudaExecutor : public Executor {
     }
     const int64_t unstage_ns = ToNanos(absl::Now() - unstage_start);
 
-    job.times.h2d_ns = stage_ns + h2d_ns;
-    job.times.kernel_ns = kernel_ns;
-    job.times.d2h_ns = d2h_ns + unstage_ns;
+    job.times.h2d_ns = stage_ns + measured.h2d_ns;
+    job.times.kernel_ns = measured.kernel_ns;
+    job.times.d2h_ns = measured.d2h_ns + unstage_ns;
     return absl::OkStatus();
   }
 
@@ -402,7 +378,7 @@ class CudaExecutor : public Executor {
   // both go to this executor's device buffers. CUDA-region tensors are used
   // where they are. Outputs: into the device buffers and then to a system
   // region or `out_host`; or straight into a CUDA region.
-  Placement Place(const Job& job, char* out_host) const {
+  Placement Place(const Job& job, char* out_host, char* lse_host) const {
     const char* staged = static_cast<const char*>(h_in_.get());
     Placement p;
     const TensorBytes* inputs[3] = {&job.q, &job.k, &job.v};
@@ -443,7 +419,7 @@ class CudaExecutor : public Executor {
     place_output(job.out_place, d_out_.get(), out_host, &p.out, &p.out_to);
     if (job.spec.problem.return_lse) {
       void* lse = nullptr;
-      place_output(job.lse_place, d_lse_.get(), out_host + sizes_.tensor, &lse, &p.lse_to);
+      place_output(job.lse_place, d_lse_.get(), lse_host, &lse, &p.lse_to);
       p.lse = static_cast<float*>(lse);
     }
     return p;
@@ -461,6 +437,32 @@ class CudaExecutor : public Executor {
   // two cu_seqlens; output layout: o, then the LSE at sizes_.tensor.
   char* StagedCu(int which) const {
     return static_cast<char*>(h_in_.get()) + 3 * sizes_.tensor + which * sizes_.cu;
+  }
+
+  // What the device's events measured of one run.
+  struct DeviceTimes {
+    int64_t h2d_ns = 0, kernel_ns = 0, d2h_ns = 0;
+  };
+
+  // Enqueues copy-in, poison, kernel and copy-out (Enqueue) and waits for
+  // them. Whatever was enqueued finishes before this returns, even when a
+  // later step failed to enqueue, so the buffers may be reused.
+  absl::StatusOr<DeviceTimes> EnqueueAndWait(const RequestSpec& spec, const Transfer& t,
+                                             const Placement& p) {
+    absl::Status status = Enqueue(spec, t, p);
+    const cudaError_t synced = cudaEventSynchronize(d2h_done_.get());
+    if (!status.ok()) {
+      cudaStreamSynchronize(stream_.get());
+      return status;
+    }
+    RETURN_IF_ERROR(
+        CudaStatus(synced, "cudaEventSynchronize(d2h_done)", ordinal_, __FILE__, __LINE__));
+    DeviceTimes times;
+    times.h2d_ns = EventNanos(start_.get(), h2d_done_.get(), ordinal_, &status);
+    times.kernel_ns = EventNanos(h2d_done_.get(), kernel_done_.get(), ordinal_, &status);
+    times.d2h_ns = EventNanos(kernel_done_.get(), d2h_done_.get(), ordinal_, &status);
+    RETURN_IF_ERROR(status);
+    return times;
   }
 
   absl::Status Enqueue(const RequestSpec& spec, const Transfer& t, const Placement& p) {
@@ -561,10 +563,10 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
       RETURN_IF_ERROR(executor->Warmup(*options.warmup_kernel));
       LOGF(kInfo,
            "%s ready: 4 x %.0f MiB tensor buffers + %.1f MiB LSE and offsets on the device, "
-           "%.0f MiB pinned staging + %d x %.0f MiB pinned output buffers lent to responses",
+           "%.0f MiB pinned staging + %.0f MiB pinned memory lent to responses",
            executor->Name(), sizes.tensor / 1048576.0, (sizes.lse + 2 * sizes.cu) / 1048576.0,
-           (sizes.PinnedIn() + sizes.PinnedOut()) / 1048576.0, kLentOutputBuffers,
-           sizes.PinnedOut() / 1048576.0);
+           (sizes.PinnedIn() + sizes.PinnedOut()) / 1048576.0,
+           kLentOutputBuffers * sizes.PinnedOut() / 1048576.0);
       executors.push_back(std::move(executor));
     }
   }
