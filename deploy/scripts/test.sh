@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: installs dependencies, builds, and runs the
 # tests. The "cpu" label always runs; the "gpu" label runs when a CUDA device
-# is visible (its tests skip cleanly otherwise). Then the ASan+UBSan build
-# and bounded fuzz runs (sanitizer_checks.sh, in $BUILD_DIR-sanitizers);
+# is visible (its tests skip cleanly otherwise). Then the ASan+UBSan and
+# TSan builds and bounded fuzz runs (sanitizer_checks.sh, in
+# $BUILD_DIR-sanitizers);
 # ATTN_SKIP_SANITIZERS=1 skips them for a quick local run (CI runs them).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -20,12 +21,9 @@ fi
 echo "test.sh: running ctest labels '$labels'"
 ctest --test-dir "$build_dir" -L "$labels" --output-on-failure --no-tests=error
 
-# ASan+UBSan and the fuzz runs only: the TSan build reports races now and
-# then that gRPC's callback API orders inside libgrpc++.so, where TSan cannot
-# see it (a reaction before OnDone; tests/sanitizers/README.md). A flaky
-# check must not gate CI, so TSan runs by hand (ATTN_SANITIZERS=tsan) until
-# that ordering is annotated.
+# ASan+UBSan over the CPU suites, the fuzz runs, and TSan over the suites
+# whose threads are all ours (sanitizer_checks.sh says which and why).
 if [ "${ATTN_SKIP_SANITIZERS:-0}" != "1" ]; then
   SANITIZER_BUILD_ROOT="${SANITIZER_BUILD_ROOT:-$build_dir-sanitizers}" \
-    ATTN_SANITIZERS="${ATTN_SANITIZERS:-asan}" bash "$root/deploy/scripts/sanitizer_checks.sh"
+    ATTN_SANITIZERS="${ATTN_SANITIZERS:-asan tsan}" bash "$root/deploy/scripts/sanitizer_checks.sh"
 fi
