@@ -111,8 +111,12 @@ struct ServerOptions {
   // request's copies overlap another's kernel.
   int streams_per_device = 2;
   // CUDA backend: helper threads that copy request tensors into pinned
-  // staging, shared by all streams (0: each worker copies alone).
-  int copy_threads = 4;
+  // staging, shared by all streams (0: each worker copies alone). Two beat
+  // four on the H200 host at S=4096, concurrency 32 (202 against 184
+  // requests/s, three runs each; bench/RESULTS.md): the copies share the
+  // cores with gRPC's transport, and one fewer pair of copying threads
+  // leaves it more.
+  int copy_threads = 2;
   // Threads of one CPU-backend request; 0 = the host's hardware concurrency.
   int cpu_threads = 0;
   // Requests the CPU backend runs at once (each with cpu_threads threads).

@@ -49,7 +49,7 @@ struct CudaExecutorOptions {
   const KernelHandle* warmup_kernel = nullptr;
   // Helper threads that copy request tensors into pinned staging, shared by
   // every executor (parallel_copier.h); 0 copies on the worker alone.
-  int copy_threads = 4;
+  int copy_threads = 2;
 };
 
 // Creates and warms up the executors; FAILED_PRECONDITION in a build
