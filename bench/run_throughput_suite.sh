@@ -48,7 +48,7 @@ for shape in $shapes; do
       # shellcheck disable=SC2086  # flag lists split on purpose
       "$bundle/bin/attn_server" --backend="$mode" --listen=127.0.0.1:0 \
         --port_file="$out/$name.port" --queue_capacity=256 --log_level=warning \
-        --request_log_level=warning ${SERVER_FLAGS:-} >"$out/$name.server.log" 2>&1 &
+        --request_log_level=debug ${SERVER_FLAGS:-} >"$out/$name.server.log" 2>&1 &
     fi
     server=$!
     for _ in $(seq 1 300); do [ -s "$out/$name.port" ] && break; sleep 0.2; done
