@@ -23,6 +23,9 @@ bundle="$(cd "$1" && pwd)"
 out="$2"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mkdir -p "$out"
+# Port files apart from the results, so $out holds only what is read.
+ports="$(mktemp -d)"
+trap 'rm -rf "$ports"' EXIT
 export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 shapes="${SHAPES:-1,4096,16,128 1,512,16,128}"
 levels="${LEVELS:-1,8,32,64}"
@@ -40,20 +43,21 @@ for shape in $shapes; do
     name="${tag}_${mode}_${shape//,/x}"
     echo "== attn_loadgen against --backend=$mode, shape $shape bf16 [$tag]" \
          "server: ${SERVER_FLAGS:-defaults}; client: ${CLIENT_FLAGS:-defaults}"
-    rm -f "$out/$name.port"
+    port_file="$ports/$name.port"
+    rm -f "$port_file"
     if [ "$mode" = peer ]; then
       PYTHONPATH="$bundle/python" python3 "$here/peers/torch_grpc_server.py" \
-        --port_file="$out/$name.port" >"$out/$name.server.log" 2>&1 &
+        --port_file="$port_file" >"$out/$name.server.log" 2>&1 &
     else
       # shellcheck disable=SC2086  # flag lists split on purpose
       "$bundle/bin/attn_server" --backend="$mode" --listen=127.0.0.1:0 \
-        --port_file="$out/$name.port" --queue_capacity=256 --log_level=warning \
+        --port_file="$port_file" --queue_capacity=256 --log_level=warning \
         --request_log_level=debug ${SERVER_FLAGS:-} >"$out/$name.server.log" 2>&1 &
     fi
     server=$!
-    for _ in $(seq 1 300); do [ -s "$out/$name.port" ] && break; sleep 0.2; done
+    for _ in $(seq 1 300); do [ -s "$port_file" ] && break; sleep 0.2; done
     # shellcheck disable=SC2086
-    "$bundle/bin/attn_loadgen" --address="127.0.0.1:$(cat "$out/$name.port")" --shape="$shape" \
+    "$bundle/bin/attn_loadgen" --address="127.0.0.1:$(cat "$port_file")" --shape="$shape" \
       --dtype=bf16 --concurrency="$levels" --warmup="${WARMUP:-2s}" --duration="${DURATION:-5s}" \
       --csv="$out/$name.csv" --label="$mode $shape [$tag]" --progress=never ${CLIENT_FLAGS:-} \
       >"$out/$name.txt" 2>&1 || status=1
@@ -63,7 +67,7 @@ for shape in $shapes; do
       seconds() { local d="$1"; echo "${d%s}"; }
       PYTHONPATH="$bundle/python" \
         python3 -m attnserve_client bench --transport=native \
-        --address="127.0.0.1:$(cat "$out/$name.port")" --shape="$shape" --dtype=bf16 \
+        --address="127.0.0.1:$(cat "$port_file")" --shape="$shape" --dtype=bf16 \
         --concurrency="$levels" --warmup="$(seconds "${WARMUP:-2s}")" \
         --duration="$(seconds "${DURATION:-5s}")" >"$out/${name}_python.txt" 2>&1 || status=1
       cat "$out/${name}_python.txt"
