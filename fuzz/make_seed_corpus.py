@@ -71,6 +71,7 @@ def request_seeds(pb):
         "refused_dtype": request(pb, (1, 2, 1, 4), dtype=pb.DTYPE_UNSPECIFIED),
         "refused_unknown_kernel": request(pb, (1, 2, 1, 4), kernel="no_such_kernel"),
         "refused_scale": request(pb, (1, 2, 1, 4), softmax_scale=-1.0),
+        "refused_scale_nan": request(pb, (1, 2, 1, 4), softmax_scale=float("nan")),
         "refused_gqa_heads": request(pb, (1, 2, 3, 4), kv_heads=2),
         "refused_cu_seqlens": request(pb, (0, 0, 1, 4), cu_seqlens_q=[0, 3, 2],
                                       cu_seqlens_k=[0, 1, 2], tensors=False),
