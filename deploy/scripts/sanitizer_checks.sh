@@ -47,7 +47,8 @@ tests=(cpu_reference_test validate_test tuning_test
 tsan_tests=(cpu_reference_test validate_test tuning_test client_npy_test
             server_scheduler_test server_scheduler_batching_test server_admission_test
             server_codec_test server_zero_copy_test)
-if [ "${ATTN_TSAN_SUITES:-ci}" = all ]; then tsan_tests=("${tests[@]}"); fi
+tsan_suites="${ATTN_TSAN_SUITES:-ci}"
+if [ "$tsan_suites" = all ]; then tsan_tests=("${tests[@]}"); fi
 
 for tool in clang++-14 clang-14; do
   if ! command -v "$tool" >/dev/null 2>&1; then
@@ -66,8 +67,8 @@ build() {
   local targets=("${tests[@]}" attn_server)
   if [ "$kind" = asan ]; then
     targets+=(attend_request_fuzzer attend_stream_fuzzer npy_fuzzer tuning_table_fuzzer)
-  elif [ "${#tsan_tests[@]}" -ne "${#tests[@]}" ]; then
-    targets=("${tsan_tests[@]}")
+  elif [ "$tsan_suites" != all ]; then
+    targets=("${tsan_tests[@]}")  # none of them starts attn_server
   fi
   local fuzz_runs=()
   if [ -n "${ATTN_FUZZ_CI_RUNS:-}" ]; then fuzz_runs=("-DATTN_FUZZ_CI_RUNS=$ATTN_FUZZ_CI_RUNS"); fi
