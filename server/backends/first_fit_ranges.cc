@@ -13,8 +13,7 @@ FirstFitRanges::FirstFitRanges(size_t bytes, size_t alignment)
 }
 
 size_t FirstFitRanges::Rounded(size_t bytes) const {
-  if (bytes == 0) bytes = 1;
-  return (bytes + alignment_ - 1) / alignment_ * alignment_;
+  return AlignUp(bytes == 0 ? 1 : bytes, alignment_);
 }
 
 std::optional<size_t> FirstFitRanges::Take(size_t bytes) {

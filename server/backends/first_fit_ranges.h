@@ -15,6 +15,11 @@
 
 namespace attn::server {
 
+// `bytes` rounded up to a multiple of `alignment` (a power of two); 0 stays 0.
+inline size_t AlignUp(size_t bytes, size_t alignment) {
+  return (bytes + alignment - 1) & ~(alignment - 1);
+}
+
 class FirstFitRanges {
  public:
   // An arena of `bytes`, ranges starting at multiples of `alignment` (a

@@ -13,7 +13,7 @@ absl::StatusOr<std::shared_ptr<PinnedOutputPool>> PinnedOutputPool::Create(size_
 
 std::unique_ptr<PinnedOutputPool::Lent> PinnedOutputPool::Take(size_t out, size_t lse) {
   // The LSE starts at the next aligned offset after O.
-  const size_t lse_offset = (out + kAlignment - 1) / kAlignment * kAlignment;
+  const size_t lse_offset = AlignUp(out, kAlignment);
   std::optional<size_t> offset;
   {
     absl::MutexLock lock(&mu_);
