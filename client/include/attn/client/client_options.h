@@ -97,8 +97,11 @@ struct ClientOptions {
   // batch, else along KV-head groups; the output is byte-identical to the
   // unsplit call's (AttendOptions::allow_split, ClientTiming::shards).
   // Varlen, region and streamed calls are never split. 0: never split.
+  // 2 MiB: on the H200 host at concurrency 1, splitting calls of 3 and 6 MiB
+  // (B=1, H=16, d=128 bf16, S=256 and 512) gave 1.8x and 2.2-2.5x the
+  // requests/s of whole calls (bench/RESULTS.md, 2026-12-02 second run).
   int64_t split_calls_above_bytes = kDefaultSplitCallsAboveBytes;
-  static constexpr int64_t kDefaultSplitCallsAboveBytes = int64_t{8} << 20;
+  static constexpr int64_t kDefaultSplitCallsAboveBytes = int64_t{2} << 20;
 
   // HTTP/2 frame, window and socket-read sizes (the server's defaults too).
   Http2Tuning http2;
