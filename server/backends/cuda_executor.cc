@@ -54,8 +54,12 @@ struct BufferSizes {
 // Pinned memory per executor that responses are sent from (see
 // pinned_output_pool.h), in outputs of the largest size: room for the
 // responses of the requests a stream finishes while earlier ones are still
-// being sent (twelve at S=4096, B=1, H=16, d=128 with the default limits).
-constexpr int kLentOutputBuffers = 3;
+// being sent (24 at S=4096, B=1, H=16, d=128 with the default limits). With
+// 3 (12 such outputs), at concurrency 64 on the H200 host about half the
+// responses found the pool full and were copied once more on the worker
+// (d2h 2.4 ms a request against 0.4 at concurrency 32; bench/RESULTS.md,
+// 2026-12-02 second run). 6 x 64 MiB is 384 MiB pinned per stream.
+constexpr int kLentOutputBuffers = 6;
 
 // One stream of one device with everything a request needs, allocated once.
 class CudaExecutor : public Executor {

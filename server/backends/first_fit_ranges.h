@@ -4,8 +4,8 @@
 // fit, and merges returned ranges with their free neighbours. The pinned
 // output pool (pinned_output_pool.h) lends each response a range sized to
 // its output from one pinned block, so a stream of 16 MiB outputs keeps
-// twelve responses in flight where buffers of the largest request's size
-// kept three. Not thread-safe: the pool locks around it.
+// four responses in flight per largest-size buffer where whole buffers kept
+// one. Not thread-safe: the pool locks around it.
 #ifndef ATTN_SERVER_FIRST_FIT_RANGES_H_
 #define ATTN_SERVER_FIRST_FIT_RANGES_H_
 
