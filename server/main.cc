@@ -90,6 +90,9 @@ ABSL_FLAG(int, max_connections, 0,
 ABSL_FLAG(int, copy_threads, attn::server::ServerOptions{}.copy_threads,
           "CUDA backend: helper threads that copy request tensors into pinned staging, shared "
           "by all streams (0 = each stream's worker copies alone).");
+ABSL_FLAG(int, completion_threads, attn::server::ServerOptions{}.completion_threads,
+          "Threads that build finished requests' responses and hand them to gRPC: 0 = one per "
+          "worker (each worker's responses in order), N = a pool of N shared by the workers.");
 ABSL_FLAG(int, cpu_threads, 0,
           "CPU backend: threads per request; 0 = the host's hardware concurrency.");
 ABSL_FLAG(int, cpu_workers, 1, "CPU backend: requests run at the same time.");
@@ -187,6 +190,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   if (!ParseDevices(absl::GetFlag(FLAGS_devices), &options->devices, error)) return false;
   options->streams_per_device = absl::GetFlag(FLAGS_streams_per_device);
   options->copy_threads = absl::GetFlag(FLAGS_copy_threads);
+  options->completion_threads = absl::GetFlag(FLAGS_completion_threads);
   options->cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   options->cpu_workers = absl::GetFlag(FLAGS_cpu_workers);
   const int64_t batch_delay_us = absl::GetFlag(FLAGS_batch_delay_us);
@@ -243,6 +247,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
       {"--max_regions_per_lease", options->max_regions_per_lease, 1, 1 << 16},
       {"--cpu_threads", options->cpu_threads, 0, 1024},
       {"--copy_threads", options->copy_threads, 0, 64},
+      {"--completion_threads", options->completion_threads, 0, 256},
       {"--cpu_workers", options->cpu_workers, 1, 1024},
       {"--batch_delay_us", batch_delay_us, 0, 10000000},
       {"--max_batch_size", options->max_batch_size, 1, 1024},

@@ -59,7 +59,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const ServerOptions& op
                                : std::move(setup.backend_name);
   runtime->scheduler_ = std::make_unique<Scheduler>(
       std::move(setup.executors), options.limits.queue_capacity, std::move(on_all_failed),
-      BatchPolicy{options.batch_delay, options.max_batch_size});
+      BatchPolicy{options.batch_delay, options.max_batch_size}, options.completion_threads);
   runtime->region_backend_ = setup.region_backend != nullptr
                                  ? std::move(setup.region_backend)
                                  : std::make_unique<HostRegionBackend>();

@@ -117,6 +117,15 @@ struct ServerOptions {
   // cores with gRPC's transport, and one fewer pair of copying threads
   // leaves it more.
   int copy_threads = 2;
+  // Threads that build finished requests' responses and hand them to gRPC
+  // (scheduling/completion_thread.h). 0: one per worker, each worker's
+  // responses in the order it finished them. N > 0: a pool of N shared by
+  // the workers. Why a pool may pay: in the 2026-12-02 runs at S=512 and
+  // concurrency 32-64 (bench/RESULTS.md), a CUDA request waited 3-4 ms for
+  // its worker's one completion thread, against 1 ms under
+  // --backend=transport_only, whose 8 workers have 8; not yet measured with
+  // a pool, so the default stays.
+  int completion_threads = 0;
   // Threads of one CPU-backend request; 0 = the host's hardware concurrency.
   int cpu_threads = 0;
   // Requests the CPU backend runs at once (each with cpu_threads threads).

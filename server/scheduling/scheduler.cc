@@ -11,18 +11,22 @@
 namespace attn::server {
 
 Scheduler::Scheduler(std::vector<std::unique_ptr<Executor>> executors, int queue_capacity,
-                     absl::AnyInvocable<void()> on_all_failed, BatchPolicy batching)
+                     absl::AnyInvocable<void()> on_all_failed, BatchPolicy batching,
+                     int completion_threads)
     : executors_(std::move(executors)),
       capacity_(queue_capacity),
       on_all_failed_(std::move(on_all_failed)),
-      batching_(batching) {
+      batching_(batching),
+      completion_pool_(completion_threads > 0) {
   {
     absl::MutexLock lock(&mu_);
     live_ = static_cast<int64_t>(executors_.size());
     healthy_.assign(executors_.size(), true);
   }
-  completions_.reserve(executors_.size());
-  for (size_t i = 0; i < executors_.size(); ++i) {
+  const size_t completions =
+      completion_pool_ ? static_cast<size_t>(completion_threads) : executors_.size();
+  completions_.reserve(completions);
+  for (size_t i = 0; i < completions; ++i) {
     completions_.push_back(std::make_unique<CompletionThread>());
   }
   threads_.reserve(executors_.size());
@@ -79,7 +83,11 @@ void Scheduler::Complete(std::unique_ptr<Job> job, absl::Status status) {
 }
 
 void Scheduler::CompleteLater(size_t index, std::unique_ptr<Job> job, absl::Status status) {
-  completions_[index]->Post([job = std::move(job), status = std::move(status)]() mutable {
+  const size_t thread =
+      completion_pool_
+          ? next_completion_.fetch_add(1, std::memory_order_relaxed) % completions_.size()
+          : index;
+  completions_[thread]->Post([job = std::move(job), status = std::move(status)]() mutable {
     Complete(std::move(job), std::move(status));
   });
 }

@@ -9,11 +9,13 @@
 // dropping queued jobs that were cancelled or whose deadline has passed).
 //
 // Ownership (as Triton's Scheduler::Enqueue): when Submit() returns OK the
-// scheduler owns the job and calls its `done` exactly once: on the
-// completion thread of the worker that took it (completion_thread.h: each
-// worker's jobs complete in the order it finished them, while it runs the
-// next), or on the thread of a later Submit() that drops it; when it returns
-// an error the caller keeps the job and `done` is never called.
+// scheduler owns the job and calls its `done` exactly once: on a completion
+// thread (completion_thread.h), while the worker runs the next job, or on
+// the thread of a later Submit() that drops it; when it returns an error the
+// caller keeps the job and `done` is never called. By default each worker
+// has one completion thread, and its jobs complete in the order it finished
+// them; with a pool (`completion_threads` > 0) the workers' finished jobs go
+// to the pool's threads in turn, and may complete out of that order.
 //
 // A job whose client cancelled, or whose deadline passed, before a worker
 // took it is not run: `done` gets CANCELLED or DEADLINE_EXCEEDED.
@@ -35,6 +37,7 @@
 #ifndef ATTN_SERVER_SCHEDULER_H_
 #define ATTN_SERVER_SCHEDULER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -63,8 +66,11 @@ class Scheduler {
   // Starts one worker per executor. `queue_capacity` counts waiting jobs,
   // not running ones: at most queue_capacity + workers jobs are in flight;
   // 0 admits a job only when a worker is free.
+  // `completion_threads`: 0, one completion thread per worker; N > 0, a pool
+  // of N shared by all workers.
   Scheduler(std::vector<std::unique_ptr<Executor>> executors, int queue_capacity,
-            absl::AnyInvocable<void()> on_all_failed = nullptr, BatchPolicy batching = {});
+            absl::AnyInvocable<void()> on_all_failed = nullptr, BatchPolicy batching = {},
+            int completion_threads = 0);
   // Stop(), then joins the workers and their completion threads (every
   // job is completed before it returns).
   ~Scheduler();
@@ -121,7 +127,8 @@ class Scheduler {
   // The reason not to run `job`, or OK to run it.
   static absl::Status Admissible(const Job& job, absl::Time now, absl::Duration waited);
   static void Complete(std::unique_ptr<Job> job, absl::Status status);
-  // Completes `job` on worker `index`'s completion thread.
+  // Completes `job` on worker `index`'s completion thread, or on the pool's
+  // next one.
   void CompleteLater(size_t index, std::unique_ptr<Job> job, absl::Status status);
 
   const std::vector<std::unique_ptr<Executor>> executors_;
@@ -140,9 +147,11 @@ class Scheduler {
   int64_t batched_launches_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t batched_requests_ ABSL_GUARDED_BY(mu_) = 0;
 
-  // One per worker, in executors() order; destroyed after the workers
-  // are joined (declared before threads_).
+  // One per worker, in executors() order, or the pool; destroyed after the
+  // workers are joined (declared before threads_).
+  const bool completion_pool_;
   std::vector<std::unique_ptr<CompletionThread>> completions_;
+  std::atomic<size_t> next_completion_{0};  // the pool's next thread
   std::vector<std::thread> threads_;
 };
 

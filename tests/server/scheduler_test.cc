@@ -109,16 +109,19 @@ struct Completions {
 
 class SchedulerTest : public ::testing::Test {
  protected:
-  // A scheduler over `workers` fake executors.
-  void Make(int workers, int capacity, absl::AnyInvocable<void()> on_all_failed = nullptr) {
+  // A scheduler over `workers` fake executors (`completion_threads` as
+  // Scheduler's).
+  void Make(int workers, int capacity, absl::AnyInvocable<void()> on_all_failed = nullptr,
+            int completion_threads = 0) {
     std::vector<std::unique_ptr<Executor>> executors;
     for (int i = 0; i < workers; ++i) {
       auto executor = std::make_unique<FakeExecutor>("fake" + std::to_string(i));
       fakes_.push_back(executor.get());
       executors.push_back(std::move(executor));
     }
-    scheduler_ =
-        std::make_unique<Scheduler>(std::move(executors), capacity, std::move(on_all_failed));
+    scheduler_ = std::make_unique<Scheduler>(std::move(executors), capacity,
+                                             std::move(on_all_failed), BatchPolicy{},
+                                             completion_threads);
   }
 
   std::unique_ptr<Job> NewJob(const std::string& id, absl::Time deadline = absl::InfiniteFuture()) {
@@ -354,6 +357,33 @@ TEST_F(SchedulerTest, WorkerRunsTheNextJobWhileTheLastOneCompletes) {
   absl::MutexLock lock(&completions_.mu);
   EXPECT_EQ(completions_.done[0].first, "first");
   EXPECT_EQ(completions_.done[1].first, "second");
+}
+
+// With a pool of completion threads, one worker's next response does not
+// wait for the last one's: a `done` that blocks holds up only its own
+// thread, and the second job completes on another while it blocks.
+TEST_F(SchedulerTest, ACompletionPoolCompletesTheNextJobWhileTheLastOneBlocks) {
+  Make(1, 4, nullptr, /*completion_threads=*/2);
+  absl::Notification first_done_entered, let_first_done_return;
+  std::unique_ptr<Job> first = NewJob("first");
+  first->done = [&](std::unique_ptr<Job> j, absl::Status s) {
+    first_done_entered.Notify();
+    let_first_done_return.WaitForNotification();
+    completions_.Add(*j, s);
+  };
+  ASSERT_TRUE(scheduler_->Submit(first).ok());
+  ASSERT_TRUE(Submit("second").ok());
+  fakes_[0]->ReleaseAll();
+  ASSERT_TRUE(first_done_entered.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  completions_.WaitFor(1);  // "second", on the pool's other thread
+  {
+    absl::MutexLock lock(&completions_.mu);
+    EXPECT_EQ(completions_.done[0].first, "second");
+  }
+  let_first_done_return.Notify();
+  completions_.WaitFor(2);
+  EXPECT_TRUE(completions_.StatusOf("first").ok());
+  EXPECT_TRUE(completions_.StatusOf("second").ok());
 }
 
 TEST_F(SchedulerTest, QueueTimeIsMeasured) {
