@@ -12,11 +12,11 @@
 // executor copied it again into staging: two passes over 48 MiB for a
 // B=1, S=4096, H=16, D=128 request instead of one.
 //
-// Protobuf's rules hold: fields in any order, the last of repeated
-// occurrences of a singular field wins, unknown fields are skipped, a q/k/v
-// tag of another wire type is an unknown field. A body that is not a valid
-// AttendRequest gives false, as the generated parser would: the reader
-// accepts exactly what it accepts (fuzz/attend_request_fuzzer.cc asserts it).
+// The split is attn/sliced_message.h's, with protobuf's rules: fields in
+// any order, the last occurrence of a tensor wins, unknown fields are
+// skipped. A body that is not a valid AttendRequest gives false, as the
+// generated parser would: the reader accepts exactly what it accepts
+// (fuzz/attend_request_fuzzer.cc asserts it).
 #ifndef ATTN_SERVER_ATTEND_REQUEST_READER_H_
 #define ATTN_SERVER_ATTEND_REQUEST_READER_H_
 
