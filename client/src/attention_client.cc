@@ -307,15 +307,12 @@ void AttentionClient::StartUnary(std::shared_ptr<const AttentionInputs> inputs,
           result = CallError(status, "Attend");
         } else {
           const int64_t unmarshal_start = internal::MonotonicNanos();
-          pb::AttendResponse response;
-          grpc::Status parsed =
-              grpc::SerializationTraits<pb::AttendResponse>::Deserialize(&owned->response,
-                                                                         &response);
+          internal::SlicedResponse response;
           AttendResult value;
-          absl::Status taken = parsed.ok()
-                                   ? internal::TakeResponse(response, *owned->inputs,
-                                                            owned->options, &value)
-                                   : CallError(parsed, "Attend (parsing the response)");
+          absl::Status taken = internal::ReadResponse(owned->response, &response);
+          if (taken.ok()) {
+            taken = internal::TakeResponse(response, *owned->inputs, owned->options, &value);
+          }
           if (taken.ok()) {
             const int64_t end = internal::MonotonicNanos();
             value.client.marshal_ns = owned->marshal_ns;
@@ -482,13 +479,12 @@ void AttentionClient::StartSplit(std::shared_ptr<const AttentionInputs> inputs,
           if (!status.ok()) {
             failure = CallError(status, "Attend");
           } else {
-            pb::AttendResponse response;
-            grpc::Status parsed = grpc::SerializationTraits<pb::AttendResponse>::Deserialize(
-                &finished.response, &response);
-            failure = parsed.ok() ? internal::TakeResponse(response, *finished.inputs,
-                                                           call->options, &value)
-                                  : CallError(parsed, "Attend (parsing the response)");
-            if (parsed.ok() && !failure.ok()) {
+            internal::SlicedResponse response;
+            failure = internal::ReadResponse(finished.response, &response);
+            if (failure.ok()) {
+              failure = internal::TakeResponse(response, *finished.inputs, call->options, &value);
+            }
+            if (!failure.ok()) {
               failure = absl::Status(failure.code(), absl::StrCat("Attend to ", options_.address,
                                                                   ": ", failure.message()));
             }

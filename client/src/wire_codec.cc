@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "attn/sliced_message.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "grpcpp/support/slice.h"
@@ -221,13 +222,34 @@ absl::Status DecodeLse(const std::string& bytes, int64_t elements, std::vector<f
   return absl::OkStatus();
 }
 
-absl::Status TakeResponse(pb::AttendResponse& response, const AttentionInputs& inputs,
+int64_t SlicedResponse::OutBytes() const {
+  int64_t bytes = 0;
+  for (absl::string_view piece : out) bytes += static_cast<int64_t>(piece.size());
+  return bytes;
+}
+
+absl::Status ReadResponse(const grpc::ByteBuffer& bytes, SlicedResponse* response) {
+  constexpr int kOutField[] = {pb::AttendResponse::kOutFieldNumber};
+  std::vector<std::vector<absl::string_view>> pieces;
+  std::string header_bytes;
+  response->slices.clear();
+  if (!bytes.Dump(&response->slices).ok() ||
+      !wire::SplitSlicedMessage(response->slices, kOutField, &pieces, &header_bytes) ||
+      !response->header.ParseFromString(header_bytes)) {
+    return absl::InternalError("response: not a valid attnserve.v1.AttendResponse");
+  }
+  response->out = std::move(pieces[0]);
+  return absl::OkStatus();
+}
+
+absl::Status TakeResponse(SlicedResponse& sliced, const AttentionInputs& inputs,
                           const AttendOptions& options, AttendResult* result) {
+  pb::AttendResponse& response = sliced.header;
   if (absl::Status s = TakeResponseHeader(response, inputs, result); !s.ok()) return s;
   // Outputs written to regions are not in the response.
   const int64_t out_bytes = options.out_ref.set() ? 0 : inputs.QBytes();
-  if (static_cast<int64_t>(response.out().size()) != out_bytes) {
-    return absl::InternalError(absl::StrCat("response: out has ", response.out().size(),
+  if (sliced.OutBytes() != out_bytes) {
+    return absl::InternalError(absl::StrCat("response: out has ", sliced.OutBytes(),
                                             " bytes, expected ", out_bytes));
   }
   const bool lse_inline = options.return_lse && !options.lse_ref.set();
@@ -236,11 +258,18 @@ absl::Status TakeResponse(pb::AttendResponse& response, const AttentionInputs& i
       !s.ok()) {
     return s;
   }
+  // O's one copy, from the slices (appended, not resized and overwritten:
+  // no pass of zeros first).
+  result->out.clear();
   if (options.out_destination != nullptr && !options.out_ref.set()) {
-    std::memcpy(options.out_destination, response.out().data(), response.out().size());
-    result->out.clear();
+    char* to = options.out_destination;
+    for (absl::string_view piece : sliced.out) {
+      std::memcpy(to, piece.data(), piece.size());
+      to += piece.size();
+    }
   } else {
-    result->out = std::move(*response.mutable_out());
+    result->out.reserve(static_cast<size_t>(out_bytes));
+    for (absl::string_view piece : sliced.out) result->out.append(piece.data(), piece.size());
   }
   // The server names the paths only when a region was used: the rest
   // travelled inline.

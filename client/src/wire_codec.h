@@ -17,9 +17,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "attn/client/attend_types.h"
 #include "attnserve/v1/attention.pb.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
 
 namespace attn::internal {
 
@@ -47,11 +49,27 @@ int64_t EncodedRequestBytes(const attnserve::v1::AttendRequest& header, int64_t 
 grpc::ByteBuffer EncodeAttendRequest(const attnserve::v1::AttendRequest& header,
                                      std::shared_ptr<const AttentionInputs> inputs);
 
+// A received AttendResponse whose output stays in the slices it arrived in
+// (attn/sliced_message.h): every other field parsed into `header`, O a list
+// of views of `slices`. TakeResponse then copies O once, into the caller's
+// out_destination or the result; parsing the whole message copied it into
+// a string first, a second pass over 16 MiB for B=1, S=4096, H=16, d=128.
+struct SlicedResponse {
+  std::vector<grpc::Slice> slices;
+  attnserve::v1::AttendResponse header;  // `out` empty
+  std::vector<absl::string_view> out;
+  int64_t OutBytes() const;
+};
+
+// Reads `bytes` into `response`; INTERNAL when it is not an AttendResponse.
+absl::Status ReadResponse(const grpc::ByteBuffer& bytes, SlicedResponse* response);
+
 // Moves `response` into `result` (everything but timings measured by the
-// client); O goes to options.out_destination instead when that is set. INTERNAL when the response does not match the request: wrong
-// dtype, shape, output size, or LSE size (LseElements() floats with
-// `return_lse`, none without; neither when written to a region).
-absl::Status TakeResponse(attnserve::v1::AttendResponse& response, const AttentionInputs& inputs,
+// client); O goes to options.out_destination instead when that is set.
+// INTERNAL when the response does not match the request: wrong dtype,
+// shape, output size, or LSE size (LseElements() floats with `return_lse`,
+// none without; neither when written to a region).
+absl::Status TakeResponse(SlicedResponse& response, const AttentionInputs& inputs,
                           const AttendOptions& options, AttendResult* result);
 
 // Same for the header message of a streamed response; the output and LSE

@@ -26,6 +26,21 @@ AttendOptions WithLse() {
 
 namespace pb = ::attnserve::v1;
 
+// `response` serialized and cut into slices of `slice_bytes` (as gRPC may
+// hand a message over), read and taken as the client does.
+absl::Status Take(const pb::AttendResponse& response, const AttentionInputs& inputs,
+                  const AttendOptions& options, AttendResult* result, size_t slice_bytes = 7) {
+  const std::string bytes = response.SerializeAsString();
+  std::vector<grpc::Slice> slices;
+  for (size_t at = 0; at < bytes.size(); at += slice_bytes) {
+    slices.emplace_back(bytes.substr(at, slice_bytes));
+  }
+  const grpc::ByteBuffer buffer(slices.data(), slices.size());
+  SlicedResponse sliced;
+  if (absl::Status read = ReadResponse(buffer, &sliced); !read.ok()) return read;
+  return TakeResponse(sliced, inputs, options, result);
+}
+
 std::string Flatten(const grpc::ByteBuffer& buffer) {
   grpc::Slice slice;
   EXPECT_TRUE(buffer.DumpToSingleSlice(&slice).ok());
@@ -238,7 +253,7 @@ TEST(WireCodecTest, ResponseMustMatchTheRequest) {
   response.set_kernel("cpu_reference");
   AttendResult result;
   pb::AttendResponse copy = response;
-  ASSERT_TRUE(TakeResponse(copy, inputs, AttendOptions{}, &result).ok());
+  ASSERT_TRUE(Take(copy, inputs, AttendOptions{}, &result).ok());
   EXPECT_EQ(result.out.size(), static_cast<size_t>(inputs.QBytes()));
   EXPECT_EQ(result.server.kernel_ns, 5);
   EXPECT_EQ(result.kernel, "cpu_reference");
@@ -246,19 +261,51 @@ TEST(WireCodecTest, ResponseMustMatchTheRequest) {
 
   copy = response;
   copy.set_dtype(pb::DTYPE_BFLOAT16);
-  EXPECT_EQ(TakeResponse(copy, inputs, AttendOptions{}, &result).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(Take(copy, inputs, AttendOptions{}, &result).code(), absl::StatusCode::kInternal);
   copy = response;
   copy.mutable_shape()->set_seq_len(5);
-  EXPECT_EQ(TakeResponse(copy, inputs, AttendOptions{}, &result).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(Take(copy, inputs, AttendOptions{}, &result).code(), absl::StatusCode::kInternal);
   copy = response;
   copy.mutable_shape()->set_kv_num_heads(2);
-  EXPECT_EQ(TakeResponse(copy, inputs, AttendOptions{}, &result).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(Take(copy, inputs, AttendOptions{}, &result).code(), absl::StatusCode::kInternal);
   copy = response;
   copy.mutable_out()->pop_back();
-  EXPECT_EQ(TakeResponse(copy, inputs, AttendOptions{}, &result).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(Take(copy, inputs, AttendOptions{}, &result).code(), absl::StatusCode::kInternal);
   copy = response;  // LSE that was not asked for
   copy.set_lse(std::string(16, '\0'));
-  EXPECT_EQ(TakeResponse(copy, inputs, AttendOptions{}, &result).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(Take(copy, inputs, AttendOptions{}, &result).code(), absl::StatusCode::kInternal);
+}
+
+// O arrives in many slices; it is copied once, in order, into the caller's
+// out_destination (result.out stays empty) or into result.out.
+TEST(WireCodecTest, OutputInSlicesIsCopiedWhereTheCallerAsked) {
+  const AttentionInputs inputs = MakeRandomInputs({1, 16, 2, 8}, DType::kFloat16, 3);
+  std::string out(static_cast<size_t>(inputs.QBytes()), '\0');
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(i * 7 + 1);
+  pb::AttendResponse response;
+  response.set_dtype(pb::DTYPE_FLOAT16);
+  *response.mutable_shape() = ToProto(inputs.shape);
+  response.set_out(out);
+  response.set_kernel("cpu_reference");
+  for (size_t slice_bytes : {size_t{1}, size_t{5}, size_t{64}, size_t{1} << 20}) {
+    AttendResult result;
+    ASSERT_TRUE(Take(response, inputs, AttendOptions{}, &result, slice_bytes).ok());
+    EXPECT_EQ(result.out, out) << slice_bytes;
+    EXPECT_EQ(result.kernel, "cpu_reference");
+
+    std::string destination(out.size(), 'x');
+    AttendOptions options;
+    options.out_destination = destination.data();
+    AttendResult placed;
+    ASSERT_TRUE(Take(response, inputs, options, &placed, slice_bytes).ok());
+    EXPECT_EQ(destination, out) << slice_bytes;
+    EXPECT_TRUE(placed.out.empty());
+  }
+  // Not an AttendResponse at all (a length past the end).
+  const grpc::Slice broken(std::string("\x22\x7f", 2));
+  SlicedResponse sliced;
+  EXPECT_EQ(ReadResponse(grpc::ByteBuffer(&broken, 1), &sliced).code(),
+            absl::StatusCode::kInternal);
 }
 
 TEST(WireCodecTest, LseIsDecodedAsFloat32) {
@@ -278,14 +325,14 @@ TEST(WireCodecTest, LseIsDecodedAsFloat32) {
   response.set_lse(std::string(reinterpret_cast<const char*>(values), sizeof(values)));
   AttendResult result;
   pb::AttendResponse copy = response;
-  ASSERT_TRUE(TakeResponse(copy, inputs, WithLse(), &result).ok());
+  ASSERT_TRUE(Take(copy, inputs, WithLse(), &result).ok());
   EXPECT_EQ(result.lse, std::vector<float>(std::begin(values), std::end(values)));
   copy = response;
   copy.mutable_lse()->resize(12);
-  EXPECT_EQ(TakeResponse(copy, inputs, WithLse(), &result).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(Take(copy, inputs, WithLse(), &result).code(), absl::StatusCode::kInternal);
   copy = response;
   copy.clear_lse();
-  EXPECT_EQ(TakeResponse(copy, inputs, WithLse(), &result).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(Take(copy, inputs, WithLse(), &result).code(), absl::StatusCode::kInternal);
 }
 
 TEST(HealthCodecTest, RequestEncoding) {
