@@ -151,6 +151,23 @@ class SchedulerTest : public ::testing::Test {
     FAIL() << "scheduler never reached running=" << running << " queued=" << queued;
   }
 
+  // Submits "first", whose `done` notifies `entered` and blocks until
+  // `release` is notified, and "second", lets worker 0 run them, and
+  // returns once first's `done` is blocking. Both must outlive that `done`.
+  void RunFirstWhoseDoneBlocksThenSecond(absl::Notification& entered,
+                                         absl::Notification& release) {
+    std::unique_ptr<Job> first = NewJob("first");
+    first->done = [this, &entered, &release](std::unique_ptr<Job> j, absl::Status s) {
+      entered.Notify();
+      release.WaitForNotification();
+      completions_.Add(*j, s);
+    };
+    ASSERT_TRUE(scheduler_->Submit(first).ok());
+    ASSERT_TRUE(Submit("second").ok());
+    fakes_[0]->ReleaseAll();
+    ASSERT_TRUE(entered.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  }
+
   void TearDown() override {
     // The scheduler owns the fakes: once a test has reset it they are gone.
     if (scheduler_ == nullptr) return;
@@ -335,16 +352,8 @@ TEST_F(SchedulerTest, WorkersRetiringTogetherReportAllFailedExactlyOnce) {
 TEST_F(SchedulerTest, WorkerRunsTheNextJobWhileTheLastOneCompletes) {
   Make(1, 4);
   absl::Notification first_done_entered, let_first_done_return;
-  std::unique_ptr<Job> first = NewJob("first");
-  first->done = [&](std::unique_ptr<Job> j, absl::Status s) {
-    first_done_entered.Notify();
-    let_first_done_return.WaitForNotification();
-    completions_.Add(*j, s);
-  };
-  ASSERT_TRUE(scheduler_->Submit(first).ok());
-  ASSERT_TRUE(Submit("second").ok());
-  fakes_[0]->ReleaseAll();
-  ASSERT_TRUE(first_done_entered.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_NO_FATAL_FAILURE(
+      RunFirstWhoseDoneBlocksThenSecond(first_done_entered, let_first_done_return));
   // With "first"'s done still running, the worker has run "second".
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (fakes_[0]->started().size() < 2 && absl::Now() < deadline) {
@@ -365,16 +374,8 @@ TEST_F(SchedulerTest, WorkerRunsTheNextJobWhileTheLastOneCompletes) {
 TEST_F(SchedulerTest, ACompletionPoolCompletesTheNextJobWhileTheLastOneBlocks) {
   Make(1, 4, nullptr, /*completion_threads=*/2);
   absl::Notification first_done_entered, let_first_done_return;
-  std::unique_ptr<Job> first = NewJob("first");
-  first->done = [&](std::unique_ptr<Job> j, absl::Status s) {
-    first_done_entered.Notify();
-    let_first_done_return.WaitForNotification();
-    completions_.Add(*j, s);
-  };
-  ASSERT_TRUE(scheduler_->Submit(first).ok());
-  ASSERT_TRUE(Submit("second").ok());
-  fakes_[0]->ReleaseAll();
-  ASSERT_TRUE(first_done_entered.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_NO_FATAL_FAILURE(
+      RunFirstWhoseDoneBlocksThenSecond(first_done_entered, let_first_done_return));
   completions_.WaitFor(1);  // "second", on the pool's other thread
   {
     absl::MutexLock lock(&completions_.mu);
