@@ -482,14 +482,16 @@ void AttentionClient::StartSplit(std::shared_ptr<const AttentionInputs> inputs,
             internal::SlicedResponse response;
             failure = internal::ReadResponse(finished.response, &response);
             if (failure.ok()) {
-              failure = internal::TakeResponse(response, *finished.inputs, call->options, &value);
+              failure = internal::TakeResponseButOutput(response, *finished.inputs, call->options,
+                                                        &value);
             }
             if (!failure.ok()) {
               failure = absl::Status(failure.code(), absl::StrCat("Attend to ", options_.address,
                                                                   ": ", failure.message()));
             }
             if (failure.ok()) {
-              internal::ScatterOutput(*call->inputs, finished.shard, value.out, call->out_place);
+              internal::ScatterOutput(*call->inputs, finished.shard, response.out,
+                                      call->out_place);
               if (call->options.return_lse) {
                 internal::ScatterLse(*call->inputs, finished.shard, value.lse, &call->lse);
               }

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <utility>
 
+#include "wire_codec.h"
+
 namespace attn::internal {
 namespace {
 
@@ -118,17 +120,28 @@ std::shared_ptr<const AttentionInputs> ShardInputs(
       part.release(), [keep = whole](const AttentionInputs* p) { delete p; });
 }
 
-void ScatterOutput(const AttentionInputs& whole, const Shard& shard, const std::string& shard_out,
-                   char* out) {
+void ScatterOutput(const AttentionInputs& whole, const Shard& shard,
+                   absl::Span<const absl::string_view> shard_out, char* out) {
   const TensorWindow w = QWindow(whole, shard);
   char* to = out + w.first_row * w.row_bytes + w.skip_bytes;
   if (w.contiguous()) {
-    std::memcpy(to, shard_out.data(), shard_out.size());
+    CopyPieces(shard_out, to);
     return;
   }
-  for (int64_t r = 0; r < w.rows; ++r) {
-    std::memcpy(to + r * w.row_bytes, shard_out.data() + r * w.take_bytes,
-                static_cast<size_t>(w.take_bytes));
+  // The shard's rows of take_bytes go row_bytes apart; a piece may end or
+  // begin anywhere in a row.
+  int64_t row = 0, in_row = 0;
+  for (absl::string_view piece : shard_out) {
+    while (!piece.empty()) {
+      const size_t n = std::min(piece.size(), static_cast<size_t>(w.take_bytes - in_row));
+      std::memcpy(to + row * w.row_bytes + in_row, piece.data(), n);
+      piece.remove_prefix(n);
+      in_row += static_cast<int64_t>(n);
+      if (in_row == w.take_bytes) {
+        ++row;
+        in_row = 0;
+      }
+    }
   }
 }
 

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "attn/client/attend_types.h"
 
 namespace attn::internal {
@@ -58,8 +60,9 @@ std::shared_ptr<const AttentionInputs> ShardInputs(
 // `out`, the whole call's output (whole.QBytes() bytes), and likewise its
 // LSE into `lse` (whole.LseElements() floats). Shards write disjoint
 // bytes, so different shards may scatter concurrently.
-void ScatterOutput(const AttentionInputs& whole, const Shard& shard, const std::string& shard_out,
-                   char* out);
+// (The shard's output comes as the pieces it arrived in, copied once.)
+void ScatterOutput(const AttentionInputs& whole, const Shard& shard,
+                   absl::Span<const absl::string_view> shard_out, char* out);
 void ScatterLse(const AttentionInputs& whole, const Shard& shard,
                 const std::vector<float>& shard_lse, std::vector<float>* lse);
 

@@ -242,8 +242,8 @@ absl::Status ReadResponse(const grpc::ByteBuffer& bytes, SlicedResponse* respons
   return absl::OkStatus();
 }
 
-absl::Status TakeResponse(SlicedResponse& sliced, const AttentionInputs& inputs,
-                          const AttendOptions& options, AttendResult* result) {
+absl::Status TakeResponseButOutput(SlicedResponse& sliced, const AttentionInputs& inputs,
+                                   const AttendOptions& options, AttendResult* result) {
   pb::AttendResponse& response = sliced.header;
   if (absl::Status s = TakeResponseHeader(response, inputs, result); !s.ok()) return s;
   // Outputs written to regions are not in the response.
@@ -258,19 +258,7 @@ absl::Status TakeResponse(SlicedResponse& sliced, const AttentionInputs& inputs,
       !s.ok()) {
     return s;
   }
-  // O's one copy, from the slices (appended, not resized and overwritten:
-  // no pass of zeros first).
   result->out.clear();
-  if (options.out_destination != nullptr && !options.out_ref.set()) {
-    char* to = options.out_destination;
-    for (absl::string_view piece : sliced.out) {
-      std::memcpy(to, piece.data(), piece.size());
-      to += piece.size();
-    }
-  } else {
-    result->out.reserve(static_cast<size_t>(out_bytes));
-    for (absl::string_view piece : sliced.out) result->out.append(piece.data(), piece.size());
-  }
   // The server names the paths only when a region was used: the rest
   // travelled inline.
   ServerTiming& t = result->server;
@@ -282,6 +270,27 @@ absl::Status TakeResponse(SlicedResponse& sliced, const AttentionInputs& inputs,
   fill(&t.v_path, true, inputs.v_ref.set());
   fill(&t.out_path, true, options.out_ref.set());
   fill(&t.lse_path, options.return_lse, options.lse_ref.set());
+  return absl::OkStatus();
+}
+
+void CopyPieces(absl::Span<const absl::string_view> pieces, char* to) {
+  for (absl::string_view piece : pieces) {
+    std::memcpy(to, piece.data(), piece.size());
+    to += piece.size();
+  }
+}
+
+absl::Status TakeResponse(SlicedResponse& sliced, const AttentionInputs& inputs,
+                          const AttendOptions& options, AttendResult* result) {
+  if (absl::Status s = TakeResponseButOutput(sliced, inputs, options, result); !s.ok()) return s;
+  // O's one copy, from the slices (appended, not resized and overwritten:
+  // no pass of zeros first).
+  if (options.out_destination != nullptr && !options.out_ref.set()) {
+    CopyPieces(sliced.out, options.out_destination);
+  } else {
+    result->out.reserve(static_cast<size_t>(sliced.OutBytes()));
+    for (absl::string_view piece : sliced.out) result->out.append(piece.data(), piece.size());
+  }
   return absl::OkStatus();
 }
 

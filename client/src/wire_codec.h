@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "attn/client/attend_types.h"
 #include "attnserve/v1/attention.pb.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -71,6 +72,13 @@ absl::Status ReadResponse(const grpc::ByteBuffer& bytes, SlicedResponse* respons
 // none without; neither when written to a region).
 absl::Status TakeResponse(SlicedResponse& response, const AttentionInputs& inputs,
                           const AttendOptions& options, AttendResult* result);
+// TakeResponse but for copying O: every check (O's size included), the
+// metadata and the LSE; O stays in `response.out` for the caller to place
+// (a split call's shard scatters it into the whole call's output).
+absl::Status TakeResponseButOutput(SlicedResponse& response, const AttentionInputs& inputs,
+                                   const AttendOptions& options, AttendResult* result);
+// The pieces' bytes, in order, to `to`.
+void CopyPieces(absl::Span<const absl::string_view> pieces, char* to);
 
 // Same for the header message of a streamed response; the output and LSE
 // arrive separately in chunks.

@@ -74,6 +74,28 @@ TEST(PlanShardsTest, BatchFirstThenKvHeadsInNearEqualRanges) {
   EXPECT_EQ(internal::PlanShards(Inputs({1, 8, 4, 16}, /*kv_num_heads=*/1), 8).size(), 1u);
 }
 
+// A shard's output has its Q's layout, so scattering every shard's Q puts
+// the whole Q back together; whatever pieces the shard's bytes arrive in.
+TEST(ScatterOutputTest, ShardsInAnyPiecesScatterToTheWhole) {
+  for (const Shape& shape : {Shape{2, 8, 12, 16}, Shape{4, 8, 4, 16}}) {
+    auto whole = std::make_shared<const AttentionInputs>(
+        Inputs(shape, /*kv_num_heads=*/shape.num_heads == 12 ? 6 : 0));
+    for (size_t piece_bytes : {size_t{1}, size_t{3}, size_t{7}, size_t{1000}, size_t{1} << 20}) {
+      std::string out(whole->QData().size(), '\0');
+      for (const internal::Shard& shard : internal::PlanShards(*whole, 4)) {
+        const std::shared_ptr<const AttentionInputs> part = internal::ShardInputs(whole, shard);
+        const absl::string_view q = part->QData();
+        std::vector<absl::string_view> pieces;
+        for (size_t at = 0; at < q.size(); at += piece_bytes) {
+          pieces.push_back(q.substr(at, piece_bytes));
+        }
+        internal::ScatterOutput(*whole, shard, pieces, out.data());
+      }
+      EXPECT_TRUE(out == whole->QData()) << shape.num_heads << " heads, pieces of " << piece_bytes;
+    }
+  }
+}
+
 TEST(PlanShardsTest, RegionsVarlenAndOptOutAreNotSplittable) {
   AttentionInputs in = Inputs({2, 8, 2, 16});
   AttendOptions options;
