@@ -90,6 +90,9 @@ ABSL_FLAG(int, max_connections, 0,
 ABSL_FLAG(int, copy_threads, attn::server::ServerOptions{}.copy_threads,
           "CUDA backend: helper threads that copy request tensors into pinned staging, shared "
           "by all streams (0 = each stream's worker copies alone).");
+ABSL_FLAG(bool, streaming_staging, attn::server::ServerOptions{}.streaming_staging,
+          "CUDA backend: copy request tensors into pinned staging with streaming (non-temporal) "
+          "stores, which bypass the CPU caches, instead of memcpy.");
 ABSL_FLAG(int, completion_threads, attn::server::ServerOptions{}.completion_threads,
           "Threads that build finished requests' responses and hand them to gRPC: 0 = one per "
           "worker (each worker's responses in order), N = a pool of N shared by the workers.");
@@ -190,6 +193,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   if (!ParseDevices(absl::GetFlag(FLAGS_devices), &options->devices, error)) return false;
   options->streams_per_device = absl::GetFlag(FLAGS_streams_per_device);
   options->copy_threads = absl::GetFlag(FLAGS_copy_threads);
+  options->streaming_staging = absl::GetFlag(FLAGS_streaming_staging);
   options->completion_threads = absl::GetFlag(FLAGS_completion_threads);
   options->cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   options->cpu_workers = absl::GetFlag(FLAGS_cpu_workers);

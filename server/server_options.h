@@ -117,6 +117,11 @@ struct ServerOptions {
   // cores with gRPC's transport, and one fewer pair of copying threads
   // leaves it more.
   int copy_threads = 2;
+  // CUDA backend: copy request tensors into pinned staging with streaming
+  // (non-temporal) stores, which skip the read of each destination line and
+  // leave the caches to the transport (backends/streaming_copy.h). Not yet
+  // measured end to end, so off by default.
+  bool streaming_staging = false;
   // Threads that build finished requests' responses and hand them to gRPC
   // (scheduling/completion_thread.h). 0: one per worker, each worker's
   // responses in the order it finished them. N > 0: a pool of N shared by

@@ -72,6 +72,7 @@ absl::StatusOr<BackendSetup> CreateCudaBackend(const ServerOptions& options, std
   cuda.max_rows = options.limits.max_tokens_per_request / setup.catalog.MinHeadDim();
   cuda.warmup_kernel = &setup.catalog.default_kernel();
   cuda.copy_threads = options.copy_threads;
+  cuda.streaming_staging = options.streaming_staging;
   ASSIGN_OR_RETURN(setup.executors, CreateCudaExecutors(cuda));
   setup.region_backend = CreateCudaRegionBackend();
   setup.choice_reason = std::move(reason);

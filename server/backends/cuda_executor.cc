@@ -558,7 +558,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
   }
   const BufferSizes sizes = BufferSizes::For(options.max_tensor_bytes, options.max_rows);
   std::vector<std::unique_ptr<Executor>> executors;
-  auto copier = std::make_shared<ParallelCopier>(options.copy_threads);
+  auto copier = std::make_shared<ParallelCopier>(options.copy_threads, options.streaming_staging);
   for (const DeviceInfo& device : options.devices) {
     RETURN_IF_ERROR(CheckMemory(device, options.streams_per_device, sizes));
     for (int s = 0; s < options.streams_per_device; ++s) {

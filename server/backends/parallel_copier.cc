@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/streaming_copy.h"
+
 namespace attn::server {
 namespace {
 // Large enough that taking a chunk costs nothing next to copying it, small
@@ -10,7 +12,8 @@ namespace {
 constexpr size_t kChunkBytes = size_t{1} << 20;
 }  // namespace
 
-ParallelCopier::ParallelCopier(int helper_threads) {
+ParallelCopier::ParallelCopier(int helper_threads, bool streaming_stores)
+    : streaming_stores_(streaming_stores) {
   for (int i = 0; i < helper_threads; ++i) helpers_.emplace_back([this] { HelperLoop(); });
 }
 
@@ -58,7 +61,11 @@ void ParallelCopier::Drain(const std::shared_ptr<Batch>& batch) {
         pending_.erase(std::remove(pending_.begin(), pending_.end(), batch), pending_.end());
       }
     }
-    std::memcpy(chunk.to, chunk.from, chunk.bytes);
+    if (streaming_stores_) {
+      CopyWithStreamingStores(chunk.to, chunk.from, chunk.bytes);
+    } else {
+      std::memcpy(chunk.to, chunk.from, chunk.bytes);
+    }
     absl::MutexLock lock(&mu_);
     --batch->remaining;
   }

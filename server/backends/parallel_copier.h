@@ -10,7 +10,9 @@
 // One copier serves every executor: Copy() may be called from several
 // workers at once; each call returns when all of its bytes are copied. The
 // calling thread copies too, so a copier with 0 helper threads is a plain
-// sequential copy.
+// sequential copy. With `streaming_stores`, each chunk is copied with
+// CopyWithStreamingStores (streaming_copy.h) instead of memcpy: for
+// destinations only a DMA engine reads afterwards.
 #ifndef ATTN_SERVER_PARALLEL_COPIER_H_
 #define ATTN_SERVER_PARALLEL_COPIER_H_
 
@@ -34,7 +36,7 @@ class ParallelCopier {
     char* destination;
   };
 
-  explicit ParallelCopier(int helper_threads);
+  ParallelCopier(int helper_threads, bool streaming_stores);
   ~ParallelCopier();
   ParallelCopier(const ParallelCopier&) = delete;
   ParallelCopier& operator=(const ParallelCopier&) = delete;
@@ -63,6 +65,7 @@ class ParallelCopier {
   absl::Mutex mu_;
   std::deque<std::shared_ptr<Batch>> pending_ ABSL_GUARDED_BY(mu_);  // batches with chunks to take
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  const bool streaming_stores_;
   std::vector<std::thread> helpers_;
 };
 

@@ -6,10 +6,12 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "attnserve/v1/attention.pb.h"
 #include "backends/parallel_copier.h"
+#include "backends/streaming_copy.h"
 #include "frontend/attend_request_reader.h"
 #include "frontend/response_writer.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -190,8 +192,9 @@ TEST(TensorBytesTest, ContiguousGathersOnlyWhenItMust) {
 }
 
 TEST(ParallelCopierTest, CopiesEveryByteFromManyCallersAtOnce) {
-  for (int helpers : {0, 3}) {
-    ParallelCopier copier(helpers);
+  for (const auto& [helpers, streaming] :
+       std::vector<std::pair<int, bool>>{{0, false}, {3, false}, {0, true}, {3, true}}) {
+    ParallelCopier copier(helpers, streaming);
     std::vector<std::thread> callers;
     std::atomic<int> mismatches{0};
     for (int caller = 0; caller < 4; ++caller) {
@@ -225,7 +228,30 @@ TEST(ParallelCopierTest, CopiesEveryByteFromManyCallersAtOnce) {
       });
     }
     for (std::thread& t : callers) t.join();
-    EXPECT_EQ(mismatches.load(), 0) << helpers << " helper threads";
+    EXPECT_EQ(mismatches.load(), 0) << helpers << " helper threads, streaming " << streaming;
+  }
+}
+
+// Every size and alignment of source and destination the streaming path
+// distinguishes (below the small-copy cut, an unaligned head, whole lines,
+// a tail), copied into the middle of a guarded buffer: every byte arrives
+// and none outside [to, to + bytes) is touched.
+TEST(StreamingCopyTest, CopiesEveryByteAndNothingElseAtAnyAlignment) {
+  std::mt19937 rng(11);
+  const std::string source = RandomBytes(70000, 5);
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{63}, size_t{255}, size_t{256}, size_t{257},
+                       size_t{1000}, size_t{4096}, size_t{65536 + 13}}) {
+    for (size_t to_offset = 0; to_offset < 17; ++to_offset) {
+      const size_t from_offset = rng() % 64;
+      std::string destination(bytes + 64, '\x5a');
+      CopyWithStreamingStores(destination.data() + to_offset, source.data() + from_offset, bytes);
+      ASSERT_EQ(destination.compare(to_offset, bytes, source, from_offset, bytes), 0)
+          << bytes << " bytes to offset " << to_offset << " from offset " << from_offset;
+      for (size_t i = 0; i < destination.size(); ++i) {
+        if (i >= to_offset && i < to_offset + bytes) continue;
+        ASSERT_EQ(destination[i], '\x5a') << "byte " << i << " outside the copy was written";
+      }
+    }
   }
 }
 
