@@ -3,6 +3,7 @@
 // Compiled twice: ATTN_E2E_BACKEND "cpu" (label cpu, runs in CI) and "cuda"
 // (label gpu; skips with a message when no CUDA device is visible).
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "attn/attention.h"
@@ -45,10 +47,22 @@ double DefaultScale(const Shape& shape) {
   return 1.0 / std::sqrt(static_cast<double>(shape.head_dim));
 }
 
+// The backend's flags, then those of ATTN_E2E_SERVER_FLAGS (split on
+// spaces), so the same checks can run against a server tuned otherwise
+// (e.g. "--streaming_staging --completion_threads=8").
 std::vector<std::string> BackendFlags() {
-  if (kCuda) return {"--backend=cuda", "--streams_per_device=2", "--stream_chunk_bytes=65536"};
-  return {"--backend=cpu", "--cpu_threads=2", "--max_tokens_per_request=4194304",
-          "--stream_chunk_bytes=65536"};
+  std::vector<std::string> flags =
+      kCuda ? std::vector<std::string>{"--backend=cuda", "--streams_per_device=2",
+                                       "--stream_chunk_bytes=65536"}
+            : std::vector<std::string>{"--backend=cpu", "--cpu_threads=2",
+                                       "--max_tokens_per_request=4194304",
+                                       "--stream_chunk_bytes=65536"};
+  if (const char* extra = std::getenv("ATTN_E2E_SERVER_FLAGS"); extra != nullptr) {
+    for (absl::string_view flag : absl::StrSplit(extra, ' ', absl::SkipEmpty())) {
+      flags.emplace_back(flag);
+    }
+  }
+  return flags;
 }
 
 template <typename... Extra>
