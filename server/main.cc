@@ -91,8 +91,9 @@ ABSL_FLAG(int, copy_threads, attn::server::ServerOptions{}.copy_threads,
           "CUDA backend: helper threads that copy request tensors into pinned staging, shared "
           "by all streams (0 = each stream's worker copies alone).");
 ABSL_FLAG(bool, streaming_staging, attn::server::ServerOptions{}.streaming_staging,
-          "CUDA backend: copy request tensors into pinned staging with streaming (non-temporal) "
-          "stores, which bypass the CPU caches, instead of memcpy.");
+          "CUDA backend: copy requests of 16 MiB and more into pinned staging with streaming "
+          "(non-temporal) stores, which bypass the CPU caches, instead of memcpy "
+          "(--nostreaming_staging: memcpy always).");
 ABSL_FLAG(int, completion_threads, attn::server::ServerOptions{}.completion_threads,
           "Threads that build finished requests' responses and hand them to gRPC: 0 = one per "
           "worker (each worker's responses in order), N = a pool of N shared by the workers.");

@@ -117,19 +117,23 @@ struct ServerOptions {
   // cores with gRPC's transport, and one fewer pair of copying threads
   // leaves it more.
   int copy_threads = 2;
-  // CUDA backend: copy request tensors into pinned staging with streaming
-  // (non-temporal) stores, which skip the read of each destination line and
-  // leave the caches to the transport (backends/streaming_copy.h). Not yet
-  // measured end to end, so off by default.
-  bool streaming_staging = false;
+  // CUDA backend: copy large requests' tensors (16 MiB and more) into
+  // pinned staging with streaming (non-temporal) stores, which skip the read
+  // of each destination line and leave the caches to the transport
+  // (backends/streaming_copy.h). At S=4096 on the H200 host: 171-175
+  // requests/s at concurrency 32 against 130-158 with memcpy
+  // (bench/RESULTS.md, 2026-12-02 third run).
+  bool streaming_staging = true;
   // Threads that build finished requests' responses and hand them to gRPC
   // (scheduling/completion_thread.h). 0: one per worker, each worker's
   // responses in the order it finished them. N > 0: a pool of N shared by
-  // the workers. Why a pool may pay: in the 2026-12-02 runs at S=512 and
+  // the workers. Why a pool might pay: in the 2026-12-02 runs at S=512 and
   // concurrency 32-64 (bench/RESULTS.md), a CUDA request waited 3-4 ms for
   // its worker's one completion thread, against 1 ms under
-  // --backend=transport_only, whose 8 workers have 8; not yet measured with
-  // a pool, so the default stays.
+  // --backend=transport_only, whose 8 workers have 8. Measured with a pool
+  // of 8 (2026-12-02 third run, call E): -7 to +14 % at S=4096 and -6 to
+  // +7 % at S=512 over two rounds, no gain beyond the rounds' spread, so
+  // the default stays.
   int completion_threads = 0;
   // Threads of one CPU-backend request; 0 = the host's hardware concurrency.
   int cpu_threads = 0;

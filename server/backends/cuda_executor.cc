@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -60,6 +61,17 @@ struct BufferSizes {
 // (d2h 2.4 ms a request against 0.4 at concurrency 32; bench/RESULTS.md,
 // 2026-12-02 second run). 6 x 64 MiB is 384 MiB pinned per stream.
 constexpr int kLentOutputBuffers = 6;
+
+// With --streaming_staging, requests that stage at least this many bytes in
+// all are copied into pinned memory with streaming stores. On the H200
+// host (bench/RESULTS.md, 2026-12-02 third run, call E), B=1, S=4096
+// requests (48 MiB) served 8-34 % more with them at concurrency 8-64 over
+// two rounds; S=512 (6 MiB) served 1-10 % less at most points, within the
+// rounds' spread but on the side physics predicts: a 6 MiB staging buffer
+// reused by each request stays in the last-level cache, where the DMA
+// engine reads it, and streaming stores force it out to memory. 16 MiB
+// lies between the two measured sizes.
+constexpr size_t kStreamingStagingMinBytes = size_t{16} << 20;
 
 // One stream of one device with everything a request needs, allocated once.
 class CudaExecutor : public Executor {
@@ -558,7 +570,9 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
   }
   const BufferSizes sizes = BufferSizes::For(options.max_tensor_bytes, options.max_rows);
   std::vector<std::unique_ptr<Executor>> executors;
-  auto copier = std::make_shared<ParallelCopier>(options.copy_threads, options.streaming_staging);
+  auto copier = std::make_shared<ParallelCopier>(
+      options.copy_threads,
+      options.streaming_staging ? kStreamingStagingMinBytes : std::numeric_limits<size_t>::max());
   for (const DeviceInfo& device : options.devices) {
     RETURN_IF_ERROR(CheckMemory(device, options.streams_per_device, sizes));
     for (int s = 0; s < options.streams_per_device; ++s) {

@@ -50,8 +50,9 @@ struct CudaExecutorOptions {
   // Helper threads that copy request tensors into pinned staging, shared by
   // every executor (parallel_copier.h); 0 copies on the worker alone.
   int copy_threads = 2;
-  // Staging copies with streaming stores (streaming_copy.h) instead of memcpy.
-  bool streaming_staging = false;
+  // Large requests' staging copies with streaming stores (streaming_copy.h)
+  // instead of memcpy.
+  bool streaming_staging = true;
 };
 
 // Creates and warms up the executors; FAILED_PRECONDITION in a build

@@ -12,8 +12,8 @@ namespace {
 constexpr size_t kChunkBytes = size_t{1} << 20;
 }  // namespace
 
-ParallelCopier::ParallelCopier(int helper_threads, bool streaming_stores)
-    : streaming_stores_(streaming_stores) {
+ParallelCopier::ParallelCopier(int helper_threads, size_t streaming_min_bytes)
+    : streaming_min_bytes_(streaming_min_bytes) {
   for (int i = 0; i < helper_threads; ++i) helpers_.emplace_back([this] { HelperLoop(); });
 }
 
@@ -27,6 +27,7 @@ ParallelCopier::~ParallelCopier() {
 
 void ParallelCopier::Copy(const std::vector<Task>& tasks) {
   auto batch = std::make_shared<Batch>();
+  size_t total = 0;
   for (const Task& task : tasks) {
     char* to = task.destination;
     for (absl::string_view piece : task.source->pieces()) {
@@ -34,10 +35,12 @@ void ParallelCopier::Copy(const std::vector<Task>& tasks) {
         const size_t bytes = std::min(kChunkBytes, piece.size() - offset);
         batch->chunks.push_back({piece.data() + offset, to, bytes});
         to += bytes;
+        total += bytes;
       }
     }
   }
   batch->remaining = batch->chunks.size();
+  batch->streaming = total >= streaming_min_bytes_;
   if (batch->chunks.empty()) return;
   if (!helpers_.empty() && batch->chunks.size() > 1) {
     absl::MutexLock lock(&mu_);
@@ -52,16 +55,18 @@ void ParallelCopier::Copy(const std::vector<Task>& tasks) {
 void ParallelCopier::Drain(const std::shared_ptr<Batch>& batch) {
   while (true) {
     Chunk chunk;
+    bool streaming;
     {
       absl::MutexLock lock(&mu_);
       if (batch->next == batch->chunks.size()) return;
       chunk = batch->chunks[batch->next++];
+      streaming = batch->streaming;
       if (batch->next == batch->chunks.size()) {
         // Nothing more to take: helpers move on to the next batch.
         pending_.erase(std::remove(pending_.begin(), pending_.end(), batch), pending_.end());
       }
     }
-    if (streaming_stores_) {
+    if (streaming) {
       CopyWithStreamingStores(chunk.to, chunk.from, chunk.bytes);
     } else {
       std::memcpy(chunk.to, chunk.from, chunk.bytes);

@@ -10,9 +10,10 @@
 // One copier serves every executor: Copy() may be called from several
 // workers at once; each call returns when all of its bytes are copied. The
 // calling thread copies too, so a copier with 0 helper threads is a plain
-// sequential copy. With `streaming_stores`, each chunk is copied with
-// CopyWithStreamingStores (streaming_copy.h) instead of memcpy: for
-// destinations only a DMA engine reads afterwards.
+// sequential copy. A Copy() of at least `streaming_min_bytes` in all copies
+// each chunk with CopyWithStreamingStores (streaming_copy.h) instead of
+// memcpy: for destinations only a DMA engine reads afterwards, too large to
+// stay in the caches anyway.
 #ifndef ATTN_SERVER_PARALLEL_COPIER_H_
 #define ATTN_SERVER_PARALLEL_COPIER_H_
 
@@ -36,7 +37,7 @@ class ParallelCopier {
     char* destination;
   };
 
-  ParallelCopier(int helper_threads, bool streaming_stores);
+  ParallelCopier(int helper_threads, size_t streaming_min_bytes);
   ~ParallelCopier();
   ParallelCopier(const ParallelCopier&) = delete;
   ParallelCopier& operator=(const ParallelCopier&) = delete;
@@ -54,6 +55,7 @@ class ParallelCopier {
   // The chunks of one Copy() call, taken by whoever is free.
   struct Batch {
     std::vector<Chunk> chunks;
+    bool streaming = false;  // chunks are copied with streaming stores
     size_t next = 0;       // first chunk nobody took yet
     size_t remaining = 0;  // chunks not yet copied
   };
@@ -65,7 +67,7 @@ class ParallelCopier {
   absl::Mutex mu_;
   std::deque<std::shared_ptr<Batch>> pending_ ABSL_GUARDED_BY(mu_);  // batches with chunks to take
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  const bool streaming_stores_;
+  const size_t streaming_min_bytes_;
   std::vector<std::thread> helpers_;
 };
 

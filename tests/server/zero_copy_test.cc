@@ -3,6 +3,7 @@
 // serialized around lent output memory, TensorBytes and ParallelCopier.
 #include <atomic>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -192,8 +193,10 @@ TEST(TensorBytesTest, ContiguousGathersOnlyWhenItMust) {
 }
 
 TEST(ParallelCopierTest, CopiesEveryByteFromManyCallersAtOnce) {
-  for (const auto& [helpers, streaming] :
-       std::vector<std::pair<int, bool>>{{0, false}, {3, false}, {0, true}, {3, true}}) {
+  // Streaming from 0 bytes (always), from 20 MiB (some calls), never.
+  constexpr size_t kNever = std::numeric_limits<size_t>::max();
+  for (const auto& [helpers, streaming] : std::vector<std::pair<int, size_t>>{
+           {0, kNever}, {3, kNever}, {0, 0}, {3, 0}, {3, size_t{20} << 20}}) {
     ParallelCopier copier(helpers, streaming);
     std::vector<std::thread> callers;
     std::atomic<int> mismatches{0};
@@ -228,7 +231,7 @@ TEST(ParallelCopierTest, CopiesEveryByteFromManyCallersAtOnce) {
       });
     }
     for (std::thread& t : callers) t.join();
-    EXPECT_EQ(mismatches.load(), 0) << helpers << " helper threads, streaming " << streaming;
+    EXPECT_EQ(mismatches.load(), 0) << helpers << " helper threads, streaming from " << streaming;
   }
 }
 
