@@ -558,15 +558,10 @@ void AttentionClient::StartStream(std::shared_ptr<const AttentionInputs> inputs,
   char* const out_destination = options.out_ref.set() ? nullptr : options.out_destination;
   internal::AttendStreamCall::Start(
       NextConnection().stub.get(), std::move(context), std::move(header), std::move(inputs),
-      options_.stream_chunk_bytes, start_ns,
-      [this, done = std::move(done), out_destination](const grpc::Status& status,
-                                                      AttendResult value) mutable {
+      options_.stream_chunk_bytes, start_ns, out_destination,
+      [this, done = std::move(done)](const grpc::Status& status, AttendResult value) mutable {
         CallAnswered();
         if (status.ok()) {
-          if (out_destination != nullptr) {  // the output arrived in chunks into value.out
-            std::memcpy(out_destination, value.out.data(), value.out.size());
-            value.out.clear();
-          }
           std::move(done)(std::move(value));
         } else {
           std::move(done)(CallError(status, "AttendStream"));

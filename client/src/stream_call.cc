@@ -26,10 +26,10 @@ void AttendStreamCall::Start(pb::Attention::Stub* stub,
                              std::unique_ptr<grpc::ClientContext> context,
                              pb::AttendRequest header,
                              std::shared_ptr<const AttentionInputs> inputs, int64_t chunk_bytes,
-                             int64_t start_ns, StreamDone done) {
+                             int64_t start_ns, char* out_destination, StreamDone done) {
   const bool return_lse = header.return_lse();
   auto* call = new AttendStreamCall(std::move(context), std::move(inputs), chunk_bytes, start_ns,
-                                    return_lse, std::move(done));
+                                    return_lse, out_destination, std::move(done));
   stub->async()->AttendStream(call->context_.get(), call);
   const int64_t marshal_start = MonotonicNanos();
   *call->write_msg_.mutable_header() = std::move(header);
@@ -42,13 +42,14 @@ void AttendStreamCall::Start(pb::Attention::Stub* stub,
 AttendStreamCall::AttendStreamCall(std::unique_ptr<grpc::ClientContext> context,
                                    std::shared_ptr<const AttentionInputs> inputs,
                                    int64_t chunk_bytes, int64_t start_ns, bool return_lse,
-                                   StreamDone done)
+                                   char* out_destination, StreamDone done)
     : context_(std::move(context)),
       inputs_(std::move(inputs)),
       chunk_bytes_(std::max<int64_t>(chunk_bytes, 1)),
       start_ns_(start_ns),
       done_(std::move(done)),
-      return_lse_(return_lse) {}
+      return_lse_(return_lse),
+      out_destination_(out_destination) {}
 
 void AttendStreamCall::WriteNext() {
   const absl::string_view tensors[] = {inputs_->QData(), inputs_->KData(), inputs_->VData()};
@@ -103,7 +104,7 @@ grpc::Status AttendStreamCall::Consume() {
     absl::Status s = TakeResponseHeader(*read_msg_.mutable_header(), *inputs_, &result_);
     if (!s.ok()) return Malformed(std::string(s.message()));
     have_header_ = true;
-    result_.out.resize(static_cast<size_t>(inputs_->QBytes()));
+    if (out_destination_ == nullptr) result_.out.resize(static_cast<size_t>(inputs_->QBytes()));
     if (return_lse_) lse_bytes_.resize(static_cast<size_t>(inputs_->LseElements() * 4));
     return grpc::Status::OK;
   }
@@ -113,26 +114,30 @@ grpc::Status AttendStreamCall::Consume() {
 
 grpc::Status AttendStreamCall::Append(const pb::TensorChunk& chunk) {
   const int64_t size = static_cast<int64_t>(chunk.data().size());
-  const bool out_complete = received_ == static_cast<int64_t>(result_.out.size());
-  std::string* tensor;
+  const int64_t out_bytes = inputs_->QBytes();
+  const bool out_complete = received_ == out_bytes;
+  char* tensor;           // where the chunk's tensor is assembled
+  int64_t tensor_bytes;   // its whole size
   int64_t* received;
   if (chunk.tensor() == pb::TENSOR_OUT) {
-    tensor = &result_.out;
+    tensor = out_destination_ != nullptr ? out_destination_ : result_.out.data();
+    tensor_bytes = out_bytes;
     received = &received_;
   } else if (chunk.tensor() == pb::TENSOR_LSE && return_lse_ && out_complete) {
-    tensor = &lse_bytes_;
+    tensor = lse_bytes_.data();
+    tensor_bytes = static_cast<int64_t>(lse_bytes_.size());
     received = &lse_received_;
   } else {
     return Malformed(absl::StrCat(
         "chunk of tensor ", pb::TensorName_Name(chunk.tensor()), ", expected ",
         out_complete && return_lse_ ? "TENSOR_LSE" : "TENSOR_OUT"));
   }
-  if (chunk.offset() != *received || *received + size > static_cast<int64_t>(tensor->size())) {
+  if (chunk.offset() != *received || *received + size > tensor_bytes) {
     return Malformed(absl::StrCat(pb::TensorName_Name(chunk.tensor()), " chunk at offset ",
                                   chunk.offset(), " of ", size, " bytes after ", *received,
-                                  " of ", tensor->size(), " bytes"));
+                                  " of ", tensor_bytes, " bytes"));
   }
-  std::memcpy(tensor->data() + *received, chunk.data().data(), static_cast<size_t>(size));
+  std::memcpy(tensor + *received, chunk.data().data(), static_cast<size_t>(size));
   *received += size;
   return grpc::Status::OK;
 }

@@ -29,12 +29,14 @@ class AttendStreamCall final
  public:
   // Starts the call on `stub` with the prepared `context` (deadline,
   // metadata). `start_ns` (MonotonicNanos) is when the caller's Attend
-  // began. The call deletes itself after `done` returns.
+  // began. With `out_destination` (QBytes() bytes, alive until `done`), the
+  // output's chunks are written there and the result's `out` stays empty.
+  // The call deletes itself after `done` returns.
   static void Start(attnserve::v1::Attention::Stub* stub,
                     std::unique_ptr<grpc::ClientContext> context,
                     attnserve::v1::AttendRequest header,
                     std::shared_ptr<const AttentionInputs> inputs, int64_t chunk_bytes,
-                    int64_t start_ns, StreamDone done);
+                    int64_t start_ns, char* out_destination, StreamDone done);
 
   void OnWriteDone(bool ok) override;
   void OnWritesDoneDone(bool ok) override;
@@ -44,7 +46,7 @@ class AttendStreamCall final
  private:
   AttendStreamCall(std::unique_ptr<grpc::ClientContext> context,
                    std::shared_ptr<const AttentionInputs> inputs, int64_t chunk_bytes,
-                   int64_t start_ns, bool return_lse, StreamDone done);
+                   int64_t start_ns, bool return_lse, char* out_destination, StreamDone done);
 
   // Writes the next chunk of Q, K or V, or half-closes after the last one.
   void WriteNext();
@@ -71,6 +73,7 @@ class AttendStreamCall final
   AttendResult result_;
   bool have_header_ = false;
   const bool return_lse_;
+  char* const out_destination_;  // the caller's, or null: into result_.out
   int64_t received_ = 0;      // output bytes
   std::string lse_bytes_;     // float32 LSE, assembled from TENSOR_LSE chunks
   int64_t lse_received_ = 0;
