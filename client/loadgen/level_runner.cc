@@ -111,9 +111,15 @@ void LevelRunner::Send(std::optional<int64_t> due, bool measured,
   AttentionClient* client = clients_[next_client_++ % clients_.size()];
   const int64_t sent_ns = Elapsed();
   const int64_t due_ns = due.value_or(sent_ns);
+  AttendOptions call = calls_[next_call_++ % calls_.size()];
+  std::unique_ptr<char[]> output;  // held until the request is over
+  if (outputs_ != nullptr && !call.out_ref.set()) {
+    output = outputs_->Take();
+    call.out_destination = output.get();
+  }
   client->AttendAsync(
-      inputs_, calls_[next_call_++ % calls_.size()],
-      [this, due_ns, sent_ns, measured,
+      inputs_, call,
+      [this, due_ns, sent_ns, measured, output = std::move(output),
        after = std::move(after)](absl::StatusOr<AttendResult> result) mutable {
         RequestRecord record;
         record.due_ns = due_ns;
@@ -126,6 +132,7 @@ void LevelRunner::Send(std::optional<int64_t> due, bool measured,
           record.client = result->client;
         }
         result = absl::CancelledError();  // frees the output before the next send
+        if (output != nullptr) outputs_->Give(std::move(output));
         if (measured) {
           absl::MutexLock lock(&mu_);
           records_.push_back(record);

@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "arrival_schedule.h"
 #include "attn/client/attention_client.h"
+#include "output_buffer_pool.h"
 
 namespace attn::loadgen {
 
@@ -98,6 +99,11 @@ class LevelRunner {
   LevelRunner(std::vector<AttentionClient*> clients,
               std::shared_ptr<const AttentionInputs> inputs, std::vector<AttendOptions> calls);
 
+  // From the next level on, inline outputs (calls without an out_ref) are
+  // written into buffers taken from `outputs` (QBytes() of the inputs each;
+  // it must outlive the runner) instead of each result's own string.
+  void WriteOutputsInto(OutputBufferPool* outputs) { outputs_ = outputs; }
+
   // Runs one level to completion. Not reentrant: one level at a time.
   LevelRun Run(const LevelSpec& spec);
 
@@ -121,6 +127,7 @@ class LevelRunner {
   const std::vector<AttentionClient*> clients_;
   const std::shared_ptr<const AttentionInputs> inputs_;
   const std::vector<AttendOptions> calls_;
+  OutputBufferPool* outputs_ = nullptr;  // null: outputs into each result
   std::atomic<uint64_t> next_client_{0};
   std::atomic<uint64_t> next_call_{0};
 

@@ -40,6 +40,7 @@
 #include "latency_plot.h"
 #include "level_runner.h"
 #include "level_summary.h"
+#include "output_buffer_pool.h"
 #include "problem_flags.h"
 #include "progress_line.h"
 #include "report_writers.h"
@@ -92,6 +93,10 @@ ABSL_FLAG(std::string, shared_memory, "none",
           "POSIX shared memory, or GPU memory of --shared_memory_device passed by CUDA IPC. The "
           "first request's output is checked bit for bit against the inline path's.");
 ABSL_FLAG(int, shared_memory_device, 0, "--shared_memory=cuda: the CUDA device of the tensors.");
+ABSL_FLAG(bool, reuse_output_buffers, false,
+          "Write each response's O into a buffer reused across requests (AttendOptions::"
+          "out_destination), as the Python client and a client reusing its output tensors do; "
+          "false: into a fresh string per response (AttendResult::out).");
 ABSL_FLAG(int, shared_memory_slots, 0,
           "--shared_memory: output slots used round robin; 0 = the largest concurrency (open "
           "loop: --max_in_flight, at most 64).");
@@ -356,6 +361,7 @@ int main(int argc, char** argv) {
                                                      absl::GetFlag(FLAGS_shared_memory))
                                       : transport;
   context.channels = channels;
+  context.reused_output_buffers = absl::GetFlag(FLAGS_reuse_output_buffers) && shm == nullptr;
   // TCP connections in all: each client spreads its calls over its own.
   const int connections = channels * clients.front()->connection_count();
   context.spec = base;
@@ -363,15 +369,20 @@ int main(int argc, char** argv) {
 
   std::cout << lg::Headline(context) << "\n"
             << absl::StrFormat("%.2f MiB per request (Q, K, V) + %.2f MiB response, %.3g GFLOP; "
-                               "warm-up %s, window %s per level, %d connection(s)\n",
+                               "warm-up %s, window %s per level, %d connection(s), "
+                               "O into %s\n",
                                static_cast<double>(context.request_bytes) / (1 << 20),
                                static_cast<double>(context.response_bytes) / (1 << 20),
                                cost.flops / 1e9,
                                absl::FormatDuration(base.warmup),
-                               absl::FormatDuration(base.duration), connections)
+                               absl::FormatDuration(base.duration), connections,
+                               context.reused_output_buffers ? "reused buffers"
+                                                             : "a fresh string each")
             << lg::TextHeader() << std::flush;
 
   lg::LevelRunner runner(client_ptrs, inputs, calls);
+  lg::OutputBufferPool outputs(static_cast<size_t>(inputs->QBytes()));
+  if (context.reused_output_buffers) runner.WriteOutputsInto(&outputs);
   std::vector<lg::LevelSummary> summaries;
   std::vector<lg::LevelRun> runs;
   const double latency_limit = absl::GetFlag(FLAGS_latency_limit_ms);

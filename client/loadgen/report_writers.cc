@@ -229,6 +229,7 @@ std::string FormatJson(const SweepContext& c, const std::vector<LevelSummary>& l
   json.Field("kernel", c.kernel);
   json.Field("transport", c.transport);
   json.Field("channels", c.channels);
+  json.Field("reused_output_buffers", c.reused_output_buffers);
   json.Field("mode", ModeName(c.spec.mode));
   json.Field("arrivals", c.spec.arrivals == Arrivals::kPoisson ? "poisson" : "constant");
   json.Field("warmup_s", absl::ToDoubleSeconds(c.spec.warmup));

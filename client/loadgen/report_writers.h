@@ -39,6 +39,9 @@ struct SweepContext {
   std::string kernel;     // requested; empty = server default
   std::string transport;  // "auto", "unary" or "stream"
   int channels = 1;
+  // Inline outputs went into buffers reused across requests
+  // (--reuse_output_buffers), not a fresh string per response.
+  bool reused_output_buffers = false;
   LevelSpec spec;  // the parts common to all levels (warm-up, duration, ...)
   std::optional<attnserve::v1::ServerInfo> server_info;
 };

@@ -3,6 +3,8 @@
 #include "level_runner.h"
 
 #include <memory>
+#include <string>
+#include <vector>
 #include <thread>
 
 #include "absl/time/clock.h"
@@ -10,6 +12,7 @@
 #include "fake_attention_service.h"
 #include "gtest/gtest.h"
 #include "level_summary.h"
+#include "output_buffer_pool.h"
 
 namespace attn::loadgen {
 namespace {
@@ -65,6 +68,33 @@ TEST_F(LevelRunnerTest, ClosedLoopStopsAtTheRequestBound) {
     EXPECT_EQ(r.due_ns, r.sent_ns);  // closed loop: due when sent
     EXPECT_GE(r.done_ns, r.sent_ns);
     EXPECT_GE(r.sent_ns, run.window_start_ns);
+  }
+}
+
+// With a pool, every request's O lands in one of at most `concurrency`
+// reused buffers (each holding the same output a plain call returns), and
+// results carry no output of their own.
+TEST_F(LevelRunnerTest, OutputsGoIntoReusedBuffers) {
+  absl::StatusOr<AttendResult> expected = clients_[0]->Attend(*inputs_);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  OutputBufferPool outputs(static_cast<size_t>(inputs_->QBytes()));
+  LevelRunner runner(Clients(), inputs_, AttendOptions());
+  runner.WriteOutputsInto(&outputs);
+  LevelSpec spec;
+  spec.concurrency = 4;
+  spec.warmup = absl::ZeroDuration();
+  spec.duration = absl::Seconds(60);  // the request bound ends the level
+  spec.max_requests = 40;
+  const LevelSummary s = Summarize(runner.Run(spec), kShape);
+  EXPECT_EQ(s.completed, 40);
+  EXPECT_GE(outputs.allocated(), 1);
+  EXPECT_LE(outputs.allocated(), 4);
+  std::vector<std::unique_ptr<char[]>> buffers;
+  for (int i = 0; i < outputs.allocated(); ++i) buffers.push_back(outputs.Take());
+  EXPECT_EQ(outputs.allocated(), static_cast<int>(buffers.size()))
+      << "a buffer was not returned to the pool";
+  for (const auto& buffer : buffers) {
+    EXPECT_EQ(std::string(buffer.get(), outputs.bytes()), expected->out);
   }
 }
 
