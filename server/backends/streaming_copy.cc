@@ -23,7 +23,8 @@ void CopyWithStreamingStores(char* to, const char* from, size_t bytes) {
   to += head;
   from += head;
   bytes -= head;
-  // Four 16-byte stores fill one 64-byte line of the write-combining buffer.
+  // 64 bytes an iteration; consecutive stores fill whole lines of the
+  // write-combining buffers, aligned to a line or not.
   const size_t body = bytes & ~(kLine - 1);
   for (size_t i = 0; i < body; i += kLine) {
     const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i));

@@ -244,9 +244,9 @@ TEST(StreamingCopyTest, CopiesEveryByteAndNothingElseAtAnyAlignment) {
   const std::string source = RandomBytes(70000, 5);
   for (size_t bytes : {size_t{0}, size_t{1}, size_t{63}, size_t{255}, size_t{256}, size_t{257},
                        size_t{1000}, size_t{4096}, size_t{65536 + 13}}) {
-    for (size_t to_offset = 0; to_offset < 17; ++to_offset) {
+    for (size_t to_offset = 0; to_offset <= 64; ++to_offset) {
       const size_t from_offset = rng() % 64;
-      std::string destination(bytes + 64, '\x5a');
+      std::string destination(bytes + 128, '\x5a');
       CopyWithStreamingStores(destination.data() + to_offset, source.data() + from_offset, bytes);
       ASSERT_EQ(destination.compare(to_offset, bytes, source, from_offset, bytes), 0)
           << bytes << " bytes to offset " << to_offset << " from offset " << from_offset;
