@@ -9,11 +9,12 @@
 // cache (read-for-ownership) and then evicts something to make room, so
 // memcpy moves about three bytes over the memory bus per byte copied where
 // streaming stores move two; and the 48 MiB a B=1, S=4096 request stages
-// would push gRPC's receive buffers out of the last-level cache. The server
-// is bound by host memory bandwidth at high load (bench/RESULTS.md, issue
-// 11), so the pass saved goes to the transport. glibc's memcpy switches to
-// streaming stores only for copies larger than a fraction of the shared
-// cache, above the 1 MiB chunks the staging copy is split into.
+// would push gRPC's receive buffers out of the last-level cache. Under load
+// the copies share the host's memory bandwidth with the transport, so the
+// pass saved goes to it: on the H200 host, B=1, S=4096 requests were served
+// 8-34 % faster (bench/RESULTS.md, 2026-12-02 third run). glibc's memcpy
+// switches to streaming stores only for copies larger than a fraction of
+// the shared cache, above the 1 MiB chunks the staging copy is split into.
 //
 // Where the CPU has no streaming stores (not x86-64), a plain memcpy.
 // The bytes are visible to other threads and to DMA once this returns (the
