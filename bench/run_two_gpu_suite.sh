@@ -10,12 +10,15 @@
 #      about 4x longer in the kernel than on loopback, so two GPUs can
 #      approach 2x; the issue's B=1, S=32768, H=32, D=128 moves 1 GiB per
 #      request for 17.6 TFLOP and is bound by the transport on one host;
-#   3. the fault test (one GPU's worker retires, the other serves, health
-#      stays SERVING) needs the test-only fault injection of issue 13, which
-#      does not exist yet: reported as not run.
+#   3. the fault test: server_worker_fault_gpu_test's
+#      OneGpuFailingLeavesTheOtherServing (cuda:1's worker fails, cuda:0
+#      answers every other call correctly, health stays SERVING), from
+#      FAULT_TEST or the bundle's bin/ (deploy/bundle.sh does not ship tests:
+#      copy it there from the build tree); reported as not run without it.
 #
 #   run_two_gpu_suite.sh <bundle dir> <output dir>
-#   env: SHAPE (1,262144,2,128), LEVELS (2,4,8), DURATION (10s), WARMUP (3s)
+#   env: SHAPE (1,262144,2,128), LEVELS (2,4,8), DURATION (10s), WARMUP (3s),
+#        FAULT_TEST (<bundle>/bin/server_worker_fault_gpu_test)
 set -uo pipefail
 bundle="$(cd "$1" && pwd)"
 out="$2"
@@ -81,5 +84,16 @@ for c in sorted(one):
           f"{two.get(c, 0) / one[c]:.2f}x" if one[c] else f"concurrency {c}: no requests")
 PY
 
-echo "== 3. fault in one GPU's worker: NOT RUN (needs the test-only fault injection of issue 13)"
+echo "== 3. fault in one GPU's worker"
+fault_test="${FAULT_TEST:-$bundle/bin/server_worker_fault_gpu_test}"
+if [ -x "$fault_test" ]; then
+  ATTN_SERVER_BINARY="$bundle/bin/attn_server" "$fault_test" \
+    --gtest_filter='WorkerFaultTest.OneGpuFailingLeavesTheOtherServing' 2>&1 |
+    tee "$out/fault_test.txt" | grep -E '^\[ +(OK|FAILED|SKIPPED|PASSED) +\]|Failure|Skipped'
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  grep -q '^\[  SKIPPED \]' "$out/fault_test.txt" && { echo "the fault test skipped"; status=1; }
+else
+  echo "NOT RUN: no $fault_test (copy server_worker_fault_gpu_test from the build tree)"
+  status=1
+fi
 exit $status
