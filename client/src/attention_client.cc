@@ -113,9 +113,9 @@ absl::StatusOr<std::unique_ptr<AttentionClient>> AttentionClient::Connect(
         ChannelStateName(first->GetState(false)), "): is attn_server running there",
         options.tls.enabled ? ", and does its TLS certificate verify?" : "?"));
   }
-  // The others connect on their first call (a call on an idle channel waits
-  // for its first connection attempt), so a client that makes one call opens
-  // one connection.
+  // The others connect once a call looks for a ready connection past the
+  // first (ReadyConnectionFrom), in the background: a client that makes one
+  // call opens one connection.
   if (options.fetch_server_info) {
     absl::StatusOr<pb::ServerInfo> info = client->GetServerInfo();
     if (!info.ok()) return info.status();
@@ -143,8 +143,22 @@ AttentionClient::AttentionClient(const ClientOptions& options,
     : options_(options), connections_(std::move(connections)) {}
 
 AttentionClient::Connection& AttentionClient::NextConnection() {
-  const uint64_t n = next_connection_.fetch_add(1, std::memory_order_relaxed);
-  return *connections_[n % connections_.size()];
+  return ReadyConnectionFrom(next_connection_.fetch_add(1, std::memory_order_relaxed));
+}
+
+AttentionClient::Connection& AttentionClient::ReadyConnectionFrom(uint64_t n) {
+  const size_t count = connections_.size();
+  for (size_t i = 0; i < count; ++i) {
+    Connection& candidate = *connections_[(n + i) % count];
+    // Asks an idle channel to connect, in the background: it joins the
+    // rotation once READY.
+    if (candidate.channel->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) {
+      return candidate;
+    }
+  }
+  // None is ready (the first calls, or the server is away): the call waits
+  // for this one's connection attempt, and fails as gRPC decides.
+  return *connections_[n % count];
 }
 
 AttentionClient::~AttentionClient() {
@@ -468,7 +482,7 @@ void AttentionClient::StartSplit(std::shared_ptr<const AttentionInputs> inputs,
       int64_t& marshal_ns = call->merged.client.marshal_ns;
       marshal_ns = std::max(marshal_ns, internal::MonotonicNanos() - marshal_start);
     }
-    Connection& connection = *connections_[(first + i) % connections_.size()];
+    Connection& connection = ReadyConnectionFrom(first + i);
     connection.generic_stub.UnaryCall(
         &part.context, kAttendMethod, grpc::StubOptions(), &part.request, &part.response,
         [this, call, i](grpc::Status status) {
