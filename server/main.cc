@@ -94,6 +94,11 @@ ABSL_FLAG(bool, streaming_staging, attn::server::ServerOptions{}.streaming_stagi
           "CUDA backend: copy requests of 16 MiB and more into pinned staging with streaming "
           "(non-temporal) stores, which bypass the CPU caches, instead of memcpy "
           "(--nostreaming_staging: memcpy always).");
+ABSL_FLAG(int64_t, staging_chunk_bytes, attn::server::ServerOptions{}.staging_chunk_bytes,
+          "CUDA backend: > 0 copies request tensors to the GPU a chunk of at most this many "
+          "bytes at a time, through a ring of four pinned slots that stays in the CPU's cache "
+          "(each chunk's copy overlaps the previous chunk's DMA); 0 stages a request's tensors "
+          "whole, then copies them.");
 ABSL_FLAG(int, completion_threads, attn::server::ServerOptions{}.completion_threads,
           "Threads that build finished requests' responses and hand them to gRPC: 0 = one per "
           "worker (each worker's responses in order), N = a pool of N shared by the workers.");
@@ -195,6 +200,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   options->streams_per_device = absl::GetFlag(FLAGS_streams_per_device);
   options->copy_threads = absl::GetFlag(FLAGS_copy_threads);
   options->streaming_staging = absl::GetFlag(FLAGS_streaming_staging);
+  options->staging_chunk_bytes = absl::GetFlag(FLAGS_staging_chunk_bytes);
   options->completion_threads = absl::GetFlag(FLAGS_completion_threads);
   options->cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   options->cpu_workers = absl::GetFlag(FLAGS_cpu_workers);
@@ -252,6 +258,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
       {"--max_regions_per_lease", options->max_regions_per_lease, 1, 1 << 16},
       {"--cpu_threads", options->cpu_threads, 0, 1024},
       {"--copy_threads", options->copy_threads, 0, 64},
+      {"--staging_chunk_bytes", options->staging_chunk_bytes, 0, int64_t{1} << 30},
       {"--completion_threads", options->completion_threads, 0, 256},
       {"--cpu_workers", options->cpu_workers, 1, 1024},
       {"--batch_delay_us", batch_delay_us, 0, 10000000},

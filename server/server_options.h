@@ -124,6 +124,12 @@ struct ServerOptions {
   // requests/s at concurrency 32 against 130-158 with memcpy
   // (bench/RESULTS.md, 2026-12-02 third run).
   bool streaming_staging = true;
+  // CUDA backend: > 0 sends inline inputs to the device a chunk of at most
+  // this many bytes at a time, through a ring of four pinned slots that
+  // stays in the CPU's last-level cache, each chunk's copy overlapping the
+  // previous chunk's DMA (backends/chunked_upload.h); 0 stages a request's
+  // inputs whole, then copies them.
+  int64_t staging_chunk_bytes = 0;
   // Threads that build finished requests' responses and hand them to gRPC
   // (scheduling/completion_thread.h). 0: one per worker, each worker's
   // responses in the order it finished them. N > 0: a pool of N shared by

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "backends/chunked_upload.h"
 #include "backends/cuda_memory.h"
 #include "backends/output_poison.h"
 #include "backends/parallel_copier.h"
@@ -73,12 +74,18 @@ constexpr int kLentOutputBuffers = 6;
 // lies between the two measured sizes.
 constexpr size_t kStreamingStagingMinBytes = size_t{16} << 20;
 
+// With --staging_chunk_bytes, slots in each executor's ring
+// (chunked_upload.h). A slot is written again only after its DMA finished;
+// the DMA of a chunk (40+ GB/s) is several times quicker than its copy, so
+// with four slots the copies seldom wait for one.
+constexpr int kStagingSlots = 4;
+
 // One stream of one device with everything a request needs, allocated once.
 class CudaExecutor : public Executor {
  public:
   static absl::StatusOr<std::unique_ptr<CudaExecutor>> Create(
       const DeviceInfo& device, int stream_index, const BufferSizes& sizes,
-      std::shared_ptr<ParallelCopier> copier) {
+      std::shared_ptr<ParallelCopier> copier, int64_t staging_chunk_bytes) {
     const int ordinal = device.ordinal;
     CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal), ordinal);
     std::unique_ptr<CudaExecutor> e(
@@ -96,6 +103,19 @@ class CudaExecutor : public Executor {
       ASSIGN_OR_RETURN(*buffer, AllocateDevice(static_cast<size_t>(sizes.cu), ordinal));
     }
     ASSIGN_OR_RETURN(e->h_in_, AllocatePinned(static_cast<size_t>(sizes.PinnedIn()), ordinal));
+    // The ring is the front of the input staging, which only RunStacked
+    // (batches, staged whole) also uses, on the same worker, after every DMA
+    // of the request before has finished. Slots are whole multiples of 256
+    // bytes within Q, K and V's staging.
+    const size_t slot_bytes =
+        std::min<size_t>(static_cast<size_t>(staging_chunk_bytes),
+                         static_cast<size_t>(3 * sizes.tensor) / kStagingSlots) &
+        ~size_t{255};
+    if (slot_bytes > 0) {
+      ASSIGN_OR_RETURN(e->chunked_,
+                       ChunkedUpload::Create(static_cast<char*>(e->h_in_.get()), slot_bytes,
+                                             kStagingSlots, ordinal, e->copier_.get()));
+    }
     ASSIGN_OR_RETURN(e->h_out_, AllocatePinned(static_cast<size_t>(sizes.PinnedOut()), ordinal));
     ASSIGN_OR_RETURN(e->lent_out_,
                      PinnedOutputPool::Create(
@@ -174,6 +194,13 @@ class CudaExecutor : public Executor {
   }
 
   int64_t BatchCapacityBytes() const override { return sizes_.tensor; }
+
+  // How inline inputs reach the device, for the start-up log.
+  std::string StagingDescription() const {
+    if (chunked_ == nullptr) return "inputs staged whole";
+    return absl::StrFormat("inputs staged through a ring of %d x %.2f MiB", chunked_->slots(),
+                           chunked_->slot_bytes() / 1048576.0);
+  }
 
  private:
   // Marks the executor unhealthy when `status` came with a sticky CUDA error.
@@ -320,15 +347,16 @@ class CudaExecutor : public Executor {
     job.device = name_;
 
     // Stage the inline tensors Q, K, V (and the offsets) into pinned memory
-    // so the copies below are truly async. Tensors in system regions are
-    // page-locked already and copied from there; those in CUDA regions are
-    // read by the kernel in place.
+    // so the copies below are truly async: whole, here, or a chunk at a
+    // time through the ring in Enqueue (chunked_upload.h). Tensors in system
+    // regions are page-locked already and copied from there; those in CUDA
+    // regions are read by the kernel in place.
     const absl::Time stage_start = absl::Now();
     char* staged = static_cast<char*>(h_in_.get());
     std::vector<ParallelCopier::Task> staging;
     const TensorBytes* inputs[3] = {&job.q, &job.k, &job.v};
     for (int i = 0; i < 3; ++i) {
-      if (inputs[i]->path() == TensorPath::kInline) {
+      if (inputs[i]->path() == TensorPath::kInline && chunked_ == nullptr) {
         staging.push_back({inputs[i], staged + i * sizes_.tensor});
       }
     }
@@ -365,6 +393,8 @@ class CudaExecutor : public Executor {
     }
     const int64_t unstage_ns = ToNanos(absl::Now() - unstage_start);
 
+    // Chunked staging runs between the start and h2d_done events: in
+    // measured.h2d_ns, not in stage_ns.
     job.times.h2d_ns = stage_ns + measured.h2d_ns;
     job.times.kernel_ns = measured.kernel_ns;
     job.times.d2h_ns = measured.d2h_ns + unstage_ns;
@@ -388,31 +418,38 @@ class CudaExecutor : public Executor {
     const char* v_from = nullptr;
     char* out_to = nullptr;
     char* lse_to = nullptr;
+    // Inline inputs copied through the ring (their *_from is null).
+    std::vector<ChunkedUpload::Tensor> chunked;
   };
 
-  // Inline inputs come from staging, system-region ones from the region;
-  // both go to this executor's device buffers. CUDA-region tensors are used
-  // where they are. Outputs: into the device buffers and then to a system
-  // region or `out_host`; or straight into a CUDA region.
+  // Inline inputs come from staging (or through the ring), system-region
+  // ones from the region; all go to this executor's device buffers.
+  // CUDA-region tensors are used where they are. Outputs: into the device
+  // buffers and then to a system region or `out_host`; or straight into a
+  // CUDA region.
   Placement Place(const Job& job, char* out_host, char* lse_host) const {
     const char* staged = static_cast<const char*>(h_in_.get());
     Placement p;
     const TensorBytes* inputs[3] = {&job.q, &job.k, &job.v};
-    const void** device[3] = {&p.q, &p.k, &p.v};
+    const void** read_at[3] = {&p.q, &p.k, &p.v};
     const char** from[3] = {&p.q_from, &p.k_from, &p.v_from};
     void* buffers[3] = {d_q_.get(), d_k_.get(), d_v_.get()};
     for (int i = 0; i < 3; ++i) {
       switch (inputs[i]->path()) {
         case TensorPath::kInline:
-          *device[i] = buffers[i];
-          *from[i] = staged + i * sizes_.tensor;
+          *read_at[i] = buffers[i];
+          if (chunked_ != nullptr) {
+            p.chunked.push_back({inputs[i], buffers[i]});
+          } else {
+            *from[i] = staged + i * sizes_.tensor;
+          }
           break;
         case TensorPath::kSystemRegion:
-          *device[i] = buffers[i];
+          *read_at[i] = buffers[i];
           *from[i] = inputs[i]->data();
           break;
         case TensorPath::kCudaRegion:
-          *device[i] = inputs[i]->data();
+          *read_at[i] = inputs[i]->data();
           break;
       }
     }
@@ -484,13 +521,14 @@ class CudaExecutor : public Executor {
   absl::Status Enqueue(const RequestSpec& spec, const Transfer& t, const Placement& p) {
     cudaStream_t stream = stream_.get();
     CUDA_RETURN_IF_ERROR(cudaEventRecord(start_.get(), stream), ordinal_);
+    if (!p.chunked.empty()) RETURN_IF_ERROR(chunked_->Enqueue(p.chunked, stream));
     const struct {
       const void* to;
       const char* from;
       int64_t bytes;
     } copies_in[] = {{p.q, p.q_from, t.q}, {p.k, p.k_from, t.kv}, {p.v, p.v_from, t.kv}};
     for (const auto& c : copies_in) {
-      if (c.from == nullptr) continue;  // in a CUDA region: read in place
+      if (c.from == nullptr) continue;  // through the ring, or read in place (CUDA region)
       CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<void*>(c.to), c.from, c.bytes,
                                            cudaMemcpyHostToDevice, stream),
                            ordinal_);
@@ -543,6 +581,9 @@ class CudaExecutor : public Executor {
   PinnedBuffer h_out_;  // o, lse
   // Buffers lent to responses (o, lse laid out as in h_out_).
   std::shared_ptr<PinnedOutputPool> lent_out_;
+  // Inline inputs go through this ring in the front of h_in_ when set
+  // (--staging_chunk_bytes), else are staged whole.
+  std::unique_ptr<ChunkedUpload> chunked_;
 };
 
 // RESOURCE_EXHAUSTED unless the device has room for every stream's buffers.
@@ -577,14 +618,15 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
     RETURN_IF_ERROR(CheckMemory(device, options.streams_per_device, sizes));
     for (int s = 0; s < options.streams_per_device; ++s) {
       ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutor> executor,
-                       CudaExecutor::Create(device, s, sizes, copier));
+                       CudaExecutor::Create(device, s, sizes, copier,
+                                            options.staging_chunk_bytes));
       RETURN_IF_ERROR(executor->Warmup(*options.warmup_kernel));
       LOGF(kInfo,
            "%s ready: 4 x %.0f MiB tensor buffers + %.1f MiB LSE and offsets on the device, "
-           "%.0f MiB pinned staging + %.0f MiB pinned memory lent to responses",
+           "%.0f MiB pinned staging + %.0f MiB pinned memory lent to responses; %s",
            executor->Name(), sizes.tensor / 1048576.0, (sizes.lse + 2 * sizes.cu) / 1048576.0,
            (sizes.PinnedIn() + sizes.PinnedOut()) / 1048576.0,
-           kLentOutputBuffers * sizes.PinnedOut() / 1048576.0);
+           kLentOutputBuffers * sizes.PinnedOut() / 1048576.0, executor->StagingDescription());
       executors.push_back(std::move(executor));
     }
   }

@@ -53,6 +53,10 @@ struct CudaExecutorOptions {
   // Large requests' staging copies with streaming stores (streaming_copy.h)
   // instead of memcpy.
   bool streaming_staging = true;
+  // > 0: inline inputs go to the device a chunk of at most this many bytes
+  // at a time through a small pinned ring (chunked_upload.h); 0: staged
+  // whole, then copied.
+  int64_t staging_chunk_bytes = 0;
 };
 
 // Creates and warms up the executors; FAILED_PRECONDITION in a build

@@ -30,7 +30,20 @@ void ParallelCopier::Copy(const std::vector<Task>& tasks) {
   size_t total = 0;
   for (const Task& task : tasks) {
     char* to = task.destination;
+    // The part of each piece that lies in [task.offset, task.offset + count).
+    size_t skip = static_cast<size_t>(task.offset);
+    size_t left = static_cast<size_t>(task.count < 0 ? task.source->size() - task.offset
+                                                       : task.count);
     for (absl::string_view piece : task.source->pieces()) {
+      if (left == 0) break;
+      if (skip >= piece.size()) {
+        skip -= piece.size();
+        continue;
+      }
+      piece.remove_prefix(skip);
+      skip = 0;
+      if (piece.size() > left) piece = piece.substr(0, left);
+      left -= piece.size();
       for (size_t offset = 0; offset < piece.size(); offset += kChunkBytes) {
         const size_t bytes = std::min(kChunkBytes, piece.size() - offset);
         batch->chunks.push_back({piece.data() + offset, to, bytes});

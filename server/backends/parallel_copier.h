@@ -18,6 +18,7 @@
 #define ATTN_SERVER_PARALLEL_COPIER_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <thread>
@@ -31,10 +32,13 @@ namespace attn::server {
 
 class ParallelCopier {
  public:
-  // What Copy() copies: all of `source`'s bytes, in order, to `destination`.
+  // What Copy() copies: `count` of `source`'s bytes from byte `offset` on
+  // (by default all of them), in order, to `destination`.
   struct Task {
     const TensorBytes* source;
     char* destination;
+    int64_t offset = 0;
+    int64_t count = -1;  // -1: to the end of `source`
   };
 
   ParallelCopier(int helper_threads, size_t streaming_min_bytes);

@@ -235,6 +235,45 @@ TEST(ParallelCopierTest, CopiesEveryByteFromManyCallersAtOnce) {
   }
 }
 
+// A task's byte range [offset, offset + count) may start and end anywhere:
+// inside a piece, on a piece boundary, past pieces of every size; only those
+// bytes are written, at the destination's start.
+TEST(ParallelCopierTest, CopiesAnyByteRangeOfAManyPieceTensor) {
+  std::mt19937 rng(3);
+  std::vector<std::string> storage;
+  TensorBytes tensor;
+  std::string whole;
+  for (size_t size : {size_t{1}, size_t{4097}, size_t{3} << 20, size_t{7}, size_t{1} << 20}) {
+    storage.push_back(RandomBytes(size, rng()));
+  }
+  for (const std::string& piece : storage) {
+    tensor.Append(piece);
+    whole += piece;
+  }
+  const int64_t n = static_cast<int64_t>(whole.size());
+  std::vector<std::pair<int64_t, int64_t>> ranges = {
+      {0, n}, {0, 1}, {1, 4097}, {1, 4098}, {4098, n - 4098}, {n - 1, 1}, {n, 0}, {5, 0}};
+  for (int i = 0; i < 40; ++i) {
+    const int64_t offset = static_cast<int64_t>(rng() % static_cast<uint32_t>(n));
+    ranges.push_back({offset, static_cast<int64_t>(rng() % static_cast<uint32_t>(n - offset + 1))});
+  }
+  for (int helpers : {0, 3}) {
+    ParallelCopier copier(helpers, std::numeric_limits<size_t>::max());
+    for (const auto& [offset, count] : ranges) {
+      std::string out(static_cast<size_t>(count) + 64, '\x5a');
+      copier.Copy({{&tensor, out.data(), offset, count}});
+      EXPECT_EQ(out.substr(0, static_cast<size_t>(count)),
+                whole.substr(static_cast<size_t>(offset), static_cast<size_t>(count)))
+          << "bytes [" << offset << ", " << offset + count << ") with " << helpers << " helpers";
+      EXPECT_EQ(out.substr(static_cast<size_t>(count)), std::string(64, '\x5a'))
+          << "written past the range [" << offset << ", " << offset + count << ")";
+    }
+    std::string rest(static_cast<size_t>(n - 4098), '\0');
+    copier.Copy({{&tensor, rest.data(), 4098}});  // count -1: to the end
+    EXPECT_EQ(rest, whole.substr(4098));
+  }
+}
+
 // Every size and alignment of source and destination the streaming path
 // distinguishes (below the small-copy cut, an unaligned head, whole lines,
 // a tail), copied into the middle of a guarded buffer: every byte arrives
