@@ -16,8 +16,10 @@
 #   run_throughput_suite.sh <bundle dir> <output dir>
 #   env: SHAPES ("1,4096,16,128 1,512,16,128"), LEVELS (1,8,32,64),
 #        MODES ("transport_only cuda"; also "peer"), DURATION (5s), WARMUP (2s),
-#        SERVER_FLAGS (attn_server only), CLIENT_FLAGS, TAG (names the output
-#        files), PIPELINE (1: run step 1), PYTHON_CLIENT (0)
+#        SERVER_FLAGS (attn_server only), SERVER_ENV (VAR=value ... for
+#        attn_server only, e.g. LD_PRELOAD=<bundle>/lib/libattn_pinned_heap.so),
+#        CLIENT_FLAGS, TAG (names the output files), PIPELINE (1: run step
+#        1), PYTHON_CLIENT (0)
 set -uo pipefail
 bundle="$(cd "$1" && pwd)"
 out="$2"
@@ -42,7 +44,7 @@ for shape in $shapes; do
   for mode in $modes; do
     name="${tag}_${mode}_${shape//,/x}"
     echo "== attn_loadgen against --backend=$mode, shape $shape bf16 [$tag]" \
-         "server: ${SERVER_FLAGS:-defaults}; client: ${CLIENT_FLAGS:-defaults}"
+         "server: ${SERVER_ENV:+$SERVER_ENV }${SERVER_FLAGS:-defaults}; client: ${CLIENT_FLAGS:-defaults}"
     port_file="$ports/$name.port"
     rm -f "$port_file"
     if [ "$mode" = peer ]; then
@@ -50,7 +52,7 @@ for shape in $shapes; do
         --port_file="$port_file" >"$out/$name.server.log" 2>&1 &
     else
       # shellcheck disable=SC2086  # flag lists split on purpose
-      "$bundle/bin/attn_server" --backend="$mode" --listen=127.0.0.1:0 \
+      env ${SERVER_ENV:-} "$bundle/bin/attn_server" --backend="$mode" --listen=127.0.0.1:0 \
         --port_file="$port_file" --queue_capacity=256 --log_level=warning \
         --request_log_level=debug ${SERVER_FLAGS:-} >"$out/$name.server.log" 2>&1 &
     fi

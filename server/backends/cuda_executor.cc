@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "backends/chunked_upload.h"
 #include "backends/cuda_memory.h"
+#include "backends/heap_arena.h"
 #include "backends/output_poison.h"
 #include "backends/parallel_copier.h"
 #include "backends/pinned_output_pool.h"
@@ -85,11 +87,13 @@ class CudaExecutor : public Executor {
  public:
   static absl::StatusOr<std::unique_ptr<CudaExecutor>> Create(
       const DeviceInfo& device, int stream_index, const BufferSizes& sizes,
-      std::shared_ptr<ParallelCopier> copier, int64_t staging_chunk_bytes) {
+      std::shared_ptr<ParallelCopier> copier, int64_t staging_chunk_bytes,
+      std::optional<HeapArena> dma_heap) {
     const int ordinal = device.ordinal;
     CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal), ordinal);
     std::unique_ptr<CudaExecutor> e(
         new CudaExecutor(device, stream_index, sizes, std::move(copier)));
+    e->dma_heap_ = dma_heap;
     ASSIGN_OR_RETURN(e->stream_, CreateStream(ordinal));
     ASSIGN_OR_RETURN(e->start_, CreateEvent(ordinal, false));
     ASSIGN_OR_RETURN(e->h2d_done_, CreateEvent(ordinal, false));
@@ -197,9 +201,12 @@ class CudaExecutor : public Executor {
 
   // How inline inputs reach the device, for the start-up log.
   std::string StagingDescription() const {
-    if (chunked_ == nullptr) return "inputs staged whole";
-    return absl::StrFormat("inputs staged through a ring of %d x %.2f MiB", chunked_->slots(),
-                           chunked_->slot_bytes() / 1048576.0);
+    std::string how = chunked_ == nullptr
+                          ? std::string("inputs staged whole")
+                          : absl::StrFormat("inputs staged through a ring of %d x %.2f MiB",
+                                            chunked_->slots(), chunked_->slot_bytes() / 1048576.0);
+    if (dma_heap_.has_value()) how += " unless gRPC received them into the page-locked heap";
+    return how;
   }
 
  private:
@@ -348,15 +355,16 @@ class CudaExecutor : public Executor {
 
     // Stage the inline tensors Q, K, V (and the offsets) into pinned memory
     // so the copies below are truly async: whole, here, or a chunk at a
-    // time through the ring in Enqueue (chunked_upload.h). Tensors in system
-    // regions are page-locked already and copied from there; those in CUDA
-    // regions are read by the kernel in place.
+    // time through the ring in Enqueue (chunked_upload.h); or not at all
+    // when gRPC received them into the page-locked heap arena. Tensors in
+    // system regions are page-locked already and copied from there; those
+    // in CUDA regions are read by the kernel in place.
     const absl::Time stage_start = absl::Now();
     char* staged = static_cast<char*>(h_in_.get());
     std::vector<ParallelCopier::Task> staging;
     const TensorBytes* inputs[3] = {&job.q, &job.k, &job.v};
     for (int i = 0; i < 3; ++i) {
-      if (inputs[i]->path() == TensorPath::kInline && chunked_ == nullptr) {
+      if (Staging(*inputs[i]) == Route::kStagedWhole) {
         staging.push_back({inputs[i], staged + i * sizes_.tensor});
       }
     }
@@ -418,9 +426,18 @@ class CudaExecutor : public Executor {
     const char* v_from = nullptr;
     char* out_to = nullptr;
     char* lse_to = nullptr;
-    // Inline inputs copied through the ring (their *_from is null).
+    // Inline inputs copied through the ring, and those copied piece by
+    // piece from the page-locked heap arena (their *_from is null).
     std::vector<ChunkedUpload::Tensor> chunked;
+    std::vector<ChunkedUpload::Tensor> from_heap;
   };
+
+  // How an inline input reaches the device.
+  enum class Route { kStagedWhole, kThroughRing, kFromHeap };
+  Route Staging(const TensorBytes& tensor) const {
+    if (dma_heap_.has_value() && dma_heap_->Holds(tensor)) return Route::kFromHeap;
+    return chunked_ != nullptr ? Route::kThroughRing : Route::kStagedWhole;
+  }
 
   // Inline inputs come from staging (or through the ring), system-region
   // ones from the region; all go to this executor's device buffers.
@@ -438,10 +455,16 @@ class CudaExecutor : public Executor {
       switch (inputs[i]->path()) {
         case TensorPath::kInline:
           *read_at[i] = buffers[i];
-          if (chunked_ != nullptr) {
-            p.chunked.push_back({inputs[i], buffers[i]});
-          } else {
-            *from[i] = staged + i * sizes_.tensor;
+          switch (Staging(*inputs[i])) {
+            case Route::kStagedWhole:
+              *from[i] = staged + i * sizes_.tensor;
+              break;
+            case Route::kThroughRing:
+              p.chunked.push_back({inputs[i], buffers[i]});
+              break;
+            case Route::kFromHeap:
+              p.from_heap.push_back({inputs[i], buffers[i]});
+              break;
           }
           break;
         case TensorPath::kSystemRegion:
@@ -522,6 +545,15 @@ class CudaExecutor : public Executor {
     cudaStream_t stream = stream_.get();
     CUDA_RETURN_IF_ERROR(cudaEventRecord(start_.get(), stream), ordinal_);
     if (!p.chunked.empty()) RETURN_IF_ERROR(chunked_->Enqueue(p.chunked, stream));
+    for (const ChunkedUpload::Tensor& tensor : p.from_heap) {
+      char* to = static_cast<char*>(tensor.device);
+      for (absl::string_view piece : tensor.source->pieces()) {
+        CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(to, piece.data(), piece.size(),
+                                             cudaMemcpyHostToDevice, stream),
+                             ordinal_);
+        to += piece.size();
+      }
+    }
     const struct {
       const void* to;
       const char* from;
@@ -584,6 +616,9 @@ class CudaExecutor : public Executor {
   // Inline inputs go through this ring in the front of h_in_ when set
   // (--staging_chunk_bytes), else are staged whole.
   std::unique_ptr<ChunkedUpload> chunked_;
+  // The preloaded heap arena, page-locked (heap_arena.h): inline inputs
+  // held in it are copied to the device straight from their pieces.
+  std::optional<HeapArena> dma_heap_;
 };
 
 // RESOURCE_EXHAUSTED unless the device has room for every stream's buffers.
@@ -602,6 +637,36 @@ absl::Status CheckMemory(const DeviceInfo& device, int streams, const BufferSize
   return absl::OkStatus();
 }
 
+// The arena of libattn_pinned_heap.so when the process was started with it,
+// page-locked for every device (once per process: the executors of a later
+// call share it); nullopt without the shim. A failed registration is
+// logged and the server stages as without the shim.
+const std::optional<HeapArena>& RegisterPreloadedHeap() {
+  static const std::optional<HeapArena> registered = [] {
+  std::optional<HeapArena> arena = FindPreloadedHeapArena();
+  if (arena.has_value()) {
+    const absl::Time start = absl::Now();
+    const cudaError_t error =
+        cudaHostRegister(arena->base, arena->bytes, cudaHostRegisterPortable);
+    if (error != cudaSuccess) {
+      cudaGetLastError();  // not sticky: clear it
+      LOGF(kWarning,
+           "libattn_pinned_heap.so is loaded but its %.0f MiB arena could not be page-locked "
+           "(cudaHostRegister: %s); request tensors are staged as without it",
+           arena->bytes / 1048576.0, cudaGetErrorString(error));
+      arena.reset();
+    } else {
+      LOGF(kInfo,
+           "libattn_pinned_heap.so: %.0f MiB arena page-locked in %.2f s; request tensors gRPC "
+           "reads into it go to the GPU without staging",
+           arena->bytes / 1048576.0, absl::ToDoubleSeconds(absl::Now() - start));
+    }
+  }
+  return arena;
+  }();
+  return registered;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
@@ -611,6 +676,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
   }
   const BufferSizes sizes = BufferSizes::For(options.max_tensor_bytes, options.max_rows);
   std::vector<std::unique_ptr<Executor>> executors;
+  const std::optional<HeapArena>& dma_heap = RegisterPreloadedHeap();
   auto copier = std::make_shared<ParallelCopier>(
       options.copy_threads,
       options.streaming_staging ? kStreamingStagingMinBytes : std::numeric_limits<size_t>::max());
@@ -619,7 +685,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
     for (int s = 0; s < options.streams_per_device; ++s) {
       ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutor> executor,
                        CudaExecutor::Create(device, s, sizes, copier,
-                                            options.staging_chunk_bytes));
+                                            options.staging_chunk_bytes, dma_heap));
       RETURN_IF_ERROR(executor->Warmup(*options.warmup_kernel));
       LOGF(kInfo,
            "%s ready: 4 x %.0f MiB tensor buffers + %.1f MiB LSE and offsets on the device, "

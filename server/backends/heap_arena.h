@@ -1,0 +1,37 @@
+// server/backends/heap_arena.h
+//
+// HeapArena: the arena of libattn_pinned_heap.so (pinned_heap/pinned_heap.h)
+// when this process was started with it (LD_PRELOAD), found by dlsym. The
+// CUDA backend page-locks it once; inline tensors whose every piece lies in
+// it (the slices gRPC read them into) then go to the GPU by DMA straight
+// from there, with no staging copy.
+#ifndef ATTN_SERVER_HEAP_ARENA_H_
+#define ATTN_SERVER_HEAP_ARENA_H_
+
+#include <cstddef>
+#include <optional>
+
+#include "scheduling/tensor_bytes.h"
+
+namespace attn::server {
+
+struct HeapArena {
+  char* base = nullptr;
+  size_t bytes = 0;
+
+  // Whether every piece of `tensor` lies inside the arena.
+  bool Holds(const TensorBytes& tensor) const {
+    for (absl::string_view piece : tensor.pieces()) {
+      if (piece.data() < base || piece.data() + piece.size() > base + bytes) return false;
+    }
+    return true;
+  }
+};
+
+// The preloaded shim's arena, reserved now if it was not yet; nullopt when
+// the shim is not loaded or could not reserve it.
+std::optional<HeapArena> FindPreloadedHeapArena();
+
+}  // namespace attn::server
+
+#endif  // ATTN_SERVER_HEAP_ARENA_H_
