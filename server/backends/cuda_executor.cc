@@ -364,7 +364,8 @@ class CudaExecutor : public Executor {
     std::vector<ParallelCopier::Task> staging;
     const TensorBytes* inputs[3] = {&job.q, &job.k, &job.v};
     for (int i = 0; i < 3; ++i) {
-      if (Staging(*inputs[i]) == Route::kStagedWhole) {
+      if (inputs[i]->path() == TensorPath::kInline &&
+          Staging(*inputs[i]) == Route::kStagedWhole) {
         staging.push_back({inputs[i], staged + i * sizes_.tensor});
       }
     }
@@ -432,7 +433,8 @@ class CudaExecutor : public Executor {
     std::vector<ChunkedUpload::Tensor> from_heap;
   };
 
-  // How an inline input reaches the device.
+  // How an inline input reaches the device (only inline ones: a region's
+  // tensor is never staged).
   enum class Route { kStagedWhole, kThroughRing, kFromHeap };
   Route Staging(const TensorBytes& tensor) const {
     if (dma_heap_.has_value() && dma_heap_->Holds(tensor)) return Route::kFromHeap;
