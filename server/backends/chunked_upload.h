@@ -6,16 +6,16 @@
 // free slot (ParallelCopier), and its DMA from that slot is enqueued at
 // once, so one chunk's copy overlaps the previous chunk's DMA.
 //
-// Why not stage the whole request first and copy it then (the CUDA
-// executor's path with --staging_chunk_bytes=0): a B=1, S=4096, H=16, d=128
-// request stages 48 MiB, more than stays in the CPU's caches next to the
-// transport's buffers, so the copy writes it out to DRAM and the DMA engine
-// reads it back from there: host memory traffic the transport needs too. A
-// ring of a few MiB, written and read again and again, stays in the
-// last-level cache, which serves the DMA engine's reads. S=512 requests
-// (6 MiB of staging) already behaved that way: on the H200 host attnserve
-// reached 100 % of the transport ceiling there, 71-85 % at S=4096
-// (bench/RESULTS.md, issue 11).
+// The idea: a B=1, S=4096, H=16, d=128 request stages 48 MiB, more than
+// stays in the CPU's caches next to the transport's buffers, so staging it
+// whole writes it out to DRAM and the DMA engine reads it back from there.
+// A ring of a few MiB, written and read again and again, could stay in the
+// last-level cache, which serves the DMA engine's reads. Measured on the
+// H200 host (bench/RESULTS.md, 2026-12-02 fourth run): 2 and 4 MiB chunks
+// served fewer requests than staging whole (each chunk is one more
+// hand-off to the copy threads), 8 MiB within the runs' spread of it; so
+// the CUDA executor stages whole unless --staging_chunk_bytes says
+// otherwise.
 //
 // CUDA builds only. One per executor, used by its worker thread only.
 #ifndef ATTN_SERVER_CHUNKED_UPLOAD_H_

@@ -3,7 +3,7 @@
 // come from the arena and go back to it, small ones and overflow stay
 // glibc's, realloc and malloc_usable_size know both kinds, and many
 // threads at once leave every byte where it was written. The arena is
-// ATTN_PINNED_HEAP_BYTES (CMakeLists.txt: 64 MiB) with the default 256 KiB
+// ATTN_PINNED_HEAP_BYTES (CMakeLists.txt: 64 MiB) with the default 64 KiB
 // threshold.
 #include "pinned_heap/pinned_heap.h"
 
@@ -22,7 +22,7 @@
 
 namespace {
 
-constexpr size_t kMinAlloc = size_t{256} << 10;
+constexpr size_t kMinAlloc = size_t{64} << 10;
 
 struct Arena {
   char* base = nullptr;
