@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -364,10 +365,10 @@ class CudaExecutor : public Executor {
     std::vector<ParallelCopier::Task> staging;
     const TensorBytes* inputs[3] = {&job.q, &job.k, &job.v};
     for (int i = 0; i < 3; ++i) {
-      if (inputs[i]->path() == TensorPath::kInline &&
-          Staging(*inputs[i]) == Route::kStagedWhole) {
-        staging.push_back({inputs[i], staged + i * sizes_.tensor});
-      }
+      if (inputs[i]->path() != TensorPath::kInline) continue;
+      const Route route = Staging(*inputs[i]);
+      if (route == Route::kStagedWhole) staging.push_back({inputs[i], staged + i * sizes_.tensor});
+      if (route != Route::kFromHeap && dma_heap_.has_value()) WarnOnceOfHeapMiss(*inputs[i]);
     }
     if (!staging.empty()) copier_->Copy(staging);
     if (t.cu > 0) {
@@ -432,6 +433,28 @@ class CudaExecutor : public Executor {
     std::vector<ChunkedUpload::Tensor> chunked;
     std::vector<ChunkedUpload::Tensor> from_heap;
   };
+
+  // With the pinned heap loaded, a tensor that was staged anyway: logged
+  // once per process, with what tells the two causes apart (pieces below
+  // the shim's threshold, or an arena too full for the requests in flight).
+  void WarnOnceOfHeapMiss(const TensorBytes& tensor) const {
+    static std::atomic<bool> warned{false};
+    if (warned.exchange(true)) return;
+    int outside = 0;
+    size_t smallest = std::numeric_limits<size_t>::max();
+    for (absl::string_view piece : tensor.pieces()) {
+      if (!dma_heap_->Holds(TensorBytes(piece))) {
+        ++outside;
+        smallest = std::min(smallest, piece.size());
+      }
+    }
+    LOGF(kWarning,
+         "%s: libattn_pinned_heap.so is loaded, but %d of the %d pieces of a %d-byte tensor lay "
+         "outside its arena (the smallest %d bytes), so it was staged: pieces below "
+         "ATTN_PINNED_HEAP_MIN_ALLOC, or an arena (ATTN_PINNED_HEAP_BYTES) too small for the "
+         "requests in flight. Logged once.",
+         name_, outside, tensor.pieces().size(), tensor.size(), smallest);
+  }
 
   // How an inline input reaches the device (only inline ones: a region's
   // tensor is never staged).

@@ -139,7 +139,8 @@ TEST(PinnedHeapTest, ManyThreadsKeepTheirBytes) {
           do_free(p);
           live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
         } else {
-          const size_t n = rng() % 2 == 0 ? 1 + rng() % 4096 : kMinAlloc + rng() % (size_t{2} << 20);
+          const size_t n =
+              rng() % 2 == 0 ? 1 + rng() % 4096 : kMinAlloc + rng() % (size_t{2} << 20);
           auto* p = static_cast<unsigned char*>(do_malloc(n));
           std::memset(p, static_cast<unsigned char>(t * 31 + n), n);
           live.emplace_back(p, n);
