@@ -403,8 +403,8 @@ class CudaExecutor : public Executor {
     }
     const int64_t unstage_ns = ToNanos(absl::Now() - unstage_start);
 
-    // Chunked staging runs between the start and h2d_done events: in
-    // measured.h2d_ns, not in stage_ns.
+    // Chunked staging and copies from the heap run between the start and
+    // h2d_done events: in measured.h2d_ns, not in stage_ns.
     job.times.h2d_ns = stage_ns + measured.h2d_ns;
     job.times.kernel_ns = measured.kernel_ns;
     job.times.d2h_ns = measured.d2h_ns + unstage_ns;
@@ -589,7 +589,7 @@ class CudaExecutor : public Executor {
       int64_t bytes;
     } copies_in[] = {{p.q, p.q_from, t.q}, {p.k, p.k_from, t.kv}, {p.v, p.v_from, t.kv}};
     for (const auto& c : copies_in) {
-      if (c.from == nullptr) continue;  // through the ring, or read in place (CUDA region)
+      if (c.from == nullptr) continue;  // copied above, or read in place (CUDA region)
       CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<void*>(c.to), c.from, c.bytes,
                                            cudaMemcpyHostToDevice, stream),
                            ordinal_);
@@ -672,26 +672,26 @@ absl::Status CheckMemory(const DeviceInfo& device, int streams, const BufferSize
 // logged and the server stages as without the shim.
 const std::optional<HeapArena>& RegisterPreloadedHeap() {
   static const std::optional<HeapArena> registered = [] {
-  std::optional<HeapArena> arena = FindPreloadedHeapArena();
-  if (arena.has_value()) {
-    const absl::Time start = absl::Now();
-    const cudaError_t error =
-        cudaHostRegister(arena->base, arena->bytes, cudaHostRegisterPortable);
-    if (error != cudaSuccess) {
-      cudaGetLastError();  // not sticky: clear it
-      LOGF(kWarning,
-           "libattn_pinned_heap.so is loaded but its %.0f MiB arena could not be page-locked "
-           "(cudaHostRegister: %s); request tensors are staged as without it",
-           arena->bytes / 1048576.0, cudaGetErrorString(error));
-      arena.reset();
-    } else {
-      LOGF(kInfo,
-           "libattn_pinned_heap.so: %.0f MiB arena page-locked in %.2f s; request tensors gRPC "
-           "reads into it go to the GPU without staging",
-           arena->bytes / 1048576.0, absl::ToDoubleSeconds(absl::Now() - start));
+    std::optional<HeapArena> arena = FindPreloadedHeapArena();
+    if (arena.has_value()) {
+      const absl::Time start = absl::Now();
+      const cudaError_t error =
+          cudaHostRegister(arena->base, arena->bytes, cudaHostRegisterPortable);
+      if (error != cudaSuccess) {
+        cudaGetLastError();  // not sticky: clear it
+        LOGF(kWarning,
+             "libattn_pinned_heap.so is loaded but its %.0f MiB arena could not be page-locked "
+             "(cudaHostRegister: %s); request tensors are staged as without it",
+             arena->bytes / 1048576.0, cudaGetErrorString(error));
+        arena.reset();
+      } else {
+        LOGF(kInfo,
+             "libattn_pinned_heap.so: %.0f MiB arena page-locked in %.2f s; request tensors gRPC "
+             "reads into it go to the GPU without staging",
+             arena->bytes / 1048576.0, absl::ToDoubleSeconds(absl::Now() - start));
+      }
     }
-  }
-  return arena;
+    return arena;
   }();
   return registered;
 }
