@@ -364,11 +364,16 @@ class CudaExecutor : public Executor {
     char* staged = static_cast<char*>(h_in_.get());
     std::vector<ParallelCopier::Task> staging;
     const TensorBytes* inputs[3] = {&job.q, &job.k, &job.v};
+    // Each inline input's route, decided once (for a heap, a walk over its
+    // pieces); Place follows it.
+    Route routes[3] = {};
     for (int i = 0; i < 3; ++i) {
       if (inputs[i]->path() != TensorPath::kInline) continue;
-      const Route route = Staging(*inputs[i]);
-      if (route == Route::kStagedWhole) staging.push_back({inputs[i], staged + i * sizes_.tensor});
-      if (route != Route::kFromHeap && dma_heap_.has_value()) WarnOnceOfHeapMiss(*inputs[i]);
+      routes[i] = Staging(*inputs[i]);
+      if (routes[i] == Route::kStagedWhole) {
+        staging.push_back({inputs[i], staged + i * sizes_.tensor});
+      }
+      if (routes[i] != Route::kFromHeap && dma_heap_.has_value()) WarnOnceOfHeapMiss(*inputs[i]);
     }
     if (!staging.empty()) copier_->Copy(staging);
     if (t.cu > 0) {
@@ -388,7 +393,7 @@ class CudaExecutor : public Executor {
             : nullptr;
     char* out_host = lent != nullptr ? lent->data() : static_cast<char*>(h_out_.get());
     char* lse_host = lent != nullptr ? lent->lse_data() : out_host + sizes_.tensor;
-    Placement place = Place(job, out_host, lse_host);
+    Placement place = Place(job, routes, out_host, lse_host);
 
     ASSIGN_OR_RETURN(const DeviceTimes measured, EnqueueAndWait(spec, t, place));
 
@@ -443,7 +448,7 @@ class CudaExecutor : public Executor {
     int outside = 0;
     size_t smallest = std::numeric_limits<size_t>::max();
     for (absl::string_view piece : tensor.pieces()) {
-      if (!dma_heap_->Holds(TensorBytes(piece))) {
+      if (!dma_heap_->Contains(piece)) {
         ++outside;
         smallest = std::min(smallest, piece.size());
       }
@@ -464,12 +469,13 @@ class CudaExecutor : public Executor {
     return chunked_ != nullptr ? Route::kThroughRing : Route::kStagedWhole;
   }
 
-  // Inline inputs come from staging (or through the ring), system-region
-  // ones from the region; all go to this executor's device buffers.
-  // CUDA-region tensors are used where they are. Outputs: into the device
-  // buffers and then to a system region or `out_host`; or straight into a
-  // CUDA region.
-  Placement Place(const Job& job, char* out_host, char* lse_host) const {
+  // Inline inputs come from staging, through the ring or from the heap, as
+  // `routes` (RunOnStream's Staging) says; system-region ones from the
+  // region; all go to this executor's device buffers. CUDA-region tensors
+  // are used where they are. Outputs: into the device buffers and then to a
+  // system region or `out_host`; or straight into a CUDA region.
+  Placement Place(const Job& job, const Route (&routes)[3], char* out_host,
+                  char* lse_host) const {
     const char* staged = static_cast<const char*>(h_in_.get());
     Placement p;
     const TensorBytes* inputs[3] = {&job.q, &job.k, &job.v};
@@ -480,7 +486,7 @@ class CudaExecutor : public Executor {
       switch (inputs[i]->path()) {
         case TensorPath::kInline:
           *read_at[i] = buffers[i];
-          switch (Staging(*inputs[i])) {
+          switch (routes[i]) {
             case Route::kStagedWhole:
               *from[i] = staged + i * sizes_.tensor;
               break;

@@ -19,10 +19,14 @@ struct HeapArena {
   char* base = nullptr;
   size_t bytes = 0;
 
+  // Whether all of `piece` lies inside the arena.
+  bool Contains(absl::string_view piece) const {
+    return piece.data() >= base && piece.data() + piece.size() <= base + bytes;
+  }
   // Whether every piece of `tensor` lies inside the arena.
   bool Holds(const TensorBytes& tensor) const {
     for (absl::string_view piece : tensor.pieces()) {
-      if (piece.data() < base || piece.data() + piece.size() > base + bytes) return false;
+      if (!Contains(piece)) return false;
     }
     return true;
   }
