@@ -370,8 +370,24 @@ class CudaExecutor : public Executor {
     for (int i = 0; i < 3; ++i) {
       if (inputs[i]->path() != TensorPath::kInline) continue;
       routes[i] = Staging(*inputs[i]);
-      if (routes[i] == Route::kStagedWhole) {
-        staging.push_back({inputs[i], staged + i * sizes_.tensor});
+      char* const to = staged + i * sizes_.tensor;
+      switch (routes[i]) {
+        case Route::kStagedWhole:
+          staging.push_back({inputs[i], to});
+          break;
+        case Route::kThroughRing:
+          break;
+        case Route::kFromHeap: {
+          // Pieces outside the arena (a short read's small slice, one
+          // that found the arena full) are staged alone, at their offset.
+          int64_t offset = 0;
+          for (absl::string_view piece : inputs[i]->pieces()) {
+            const auto size = static_cast<int64_t>(piece.size());
+            if (!dma_heap_->Contains(piece)) staging.push_back({inputs[i], to + offset, offset, size});
+            offset += size;
+          }
+          break;
+        }
       }
       if (routes[i] != Route::kFromHeap && dma_heap_.has_value()) WarnOnceOfHeapMiss(*inputs[i]);
     }
@@ -436,7 +452,12 @@ class CudaExecutor : public Executor {
     // Inline inputs copied through the ring, and those copied piece by
     // piece from the page-locked heap arena (their *_from is null).
     std::vector<ChunkedUpload::Tensor> chunked;
-    std::vector<ChunkedUpload::Tensor> from_heap;
+    struct FromHeap {
+      const TensorBytes* source;
+      void* device;        // all of source's bytes
+      const char* staged;  // where its pieces outside the arena were staged, at their offsets
+    };
+    std::vector<FromHeap> from_heap;
   };
 
   // With the pinned heap loaded, a tensor that was staged anyway: logged
@@ -455,17 +476,22 @@ class CudaExecutor : public Executor {
     }
     LOGF(kWarning,
          "%s: libattn_pinned_heap.so is loaded, but %d of the %d pieces of a %d-byte tensor lay "
-         "outside its arena (the smallest %d bytes), so it was staged: pieces below "
-         "ATTN_PINNED_HEAP_MIN_ALLOC, or an arena (ATTN_PINNED_HEAP_BYTES) too small for the "
-         "requests in flight. Logged once.",
+         "outside its arena (the smallest %d bytes), more than half its bytes, so it was staged "
+         "whole: pieces below ATTN_PINNED_HEAP_MIN_ALLOC, or an arena (ATTN_PINNED_HEAP_BYTES) "
+         "too small for the requests in flight. Logged once.",
          name_, outside, tensor.pieces().size(), tensor.size(), smallest);
   }
 
   // How an inline input reaches the device (only inline ones: a region's
-  // tensor is never staged).
+  // tensor is never staged). From the heap when the arena holds at least
+  // half its bytes (the rest staged piece by piece); a tensor mostly
+  // outside (a full arena) is staged whole, by the copy threads in a few
+  // large chunks rather than piece by piece.
   enum class Route { kStagedWhole, kThroughRing, kFromHeap };
   Route Staging(const TensorBytes& tensor) const {
-    if (dma_heap_.has_value() && dma_heap_->Holds(tensor)) return Route::kFromHeap;
+    if (dma_heap_.has_value() && 2 * dma_heap_->BytesInside(tensor) >= tensor.size()) {
+      return Route::kFromHeap;
+    }
     return chunked_ != nullptr ? Route::kThroughRing : Route::kStagedWhole;
   }
 
@@ -494,7 +520,7 @@ class CudaExecutor : public Executor {
               p.chunked.push_back({inputs[i], buffers[i]});
               break;
             case Route::kFromHeap:
-              p.from_heap.push_back({inputs[i], buffers[i]});
+              p.from_heap.push_back({inputs[i], buffers[i], staged + i * sizes_.tensor});
               break;
           }
           break;
@@ -576,18 +602,35 @@ class CudaExecutor : public Executor {
     cudaStream_t stream = stream_.get();
     CUDA_RETURN_IF_ERROR(cudaEventRecord(start_.get(), stream), ordinal_);
     if (!p.chunked.empty()) RETURN_IF_ERROR(chunked_->Enqueue(p.chunked, stream));
-    for (const ChunkedUpload::Tensor& tensor : p.from_heap) {
-      // One copy per piece: gRPC 1.51 reads sockets into separate 64 KiB
-      // slices (each block of the arena has its header in front, so no two
-      // pieces are ever adjacent), about 770 copies for 48 MiB. Their cost
-      // on the copy engine is not measured yet (pinned_heap.h).
-      char* to = static_cast<char*>(tensor.device);
-      for (absl::string_view piece : tensor.source->pieces()) {
-        CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(to, piece.data(), piece.size(),
-                                             cudaMemcpyHostToDevice, stream),
+    for (const Placement::FromHeap& tensor : p.from_heap) {
+      // One copy per piece in the arena: gRPC 1.51 reads sockets into
+      // separate 64 KiB slices (each block of the arena has its header in
+      // front, so no two pieces are ever adjacent), about 770 copies for
+      // 48 MiB. Consecutive pieces staged (outside the arena) go as one.
+      char* const device = static_cast<char*>(tensor.device);
+      size_t offset = 0;
+      size_t staged_from = 0, staged_bytes = 0;  // the run of staged pieces so far
+      auto copy_staged_run = [&]() -> absl::Status {
+        if (staged_bytes == 0) return absl::OkStatus();
+        CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device + staged_from, tensor.staged + staged_from,
+                                             staged_bytes, cudaMemcpyHostToDevice, stream),
                              ordinal_);
-        to += piece.size();
+        staged_bytes = 0;
+        return absl::OkStatus();
+      };
+      for (absl::string_view piece : tensor.source->pieces()) {
+        if (dma_heap_->Contains(piece)) {
+          RETURN_IF_ERROR(copy_staged_run());
+          CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device + offset, piece.data(), piece.size(),
+                                               cudaMemcpyHostToDevice, stream),
+                               ordinal_);
+        } else {
+          if (staged_bytes == 0) staged_from = offset;
+          staged_bytes += piece.size();
+        }
+        offset += piece.size();
       }
+      RETURN_IF_ERROR(copy_staged_run());
     }
     const struct {
       const void* to;

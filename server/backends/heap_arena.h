@@ -4,11 +4,12 @@
 // when this process was started with it (LD_PRELOAD), found by dlsym. The
 // CUDA backend page-locks it once; inline tensors whose every piece lies in
 // it (the slices gRPC read them into) then go to the GPU by DMA straight
-// from there, with no staging copy.
+// from there, with no staging copy; pieces outside it are staged alone.
 #ifndef ATTN_SERVER_HEAP_ARENA_H_
 #define ATTN_SERVER_HEAP_ARENA_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 
 #include "scheduling/tensor_bytes.h"
@@ -23,12 +24,13 @@ struct HeapArena {
   bool Contains(absl::string_view piece) const {
     return piece.data() >= base && piece.data() + piece.size() <= base + bytes;
   }
-  // Whether every piece of `tensor` lies inside the arena.
-  bool Holds(const TensorBytes& tensor) const {
+  // How many of `tensor`'s bytes lie in pieces inside the arena.
+  int64_t BytesInside(const TensorBytes& tensor) const {
+    int64_t inside = 0;
     for (absl::string_view piece : tensor.pieces()) {
-      if (!Contains(piece)) return false;
+      if (Contains(piece)) inside += static_cast<int64_t>(piece.size());
     }
-    return true;
+    return inside;
   }
 };
 
