@@ -17,7 +17,7 @@
 #   env: SHAPES ("1,4096,16,128 1,512,16,128"), LEVELS (1,8,32,64),
 #        MODES ("transport_only cuda"; also "peer"), DURATION (5s), WARMUP (2s),
 #        SERVER_FLAGS (attn_server only), SERVER_ENV (VAR=value ... for
-#        attn_server only, e.g. LD_PRELOAD=<bundle>/lib/libattn_pinned_heap.so),
+#        attn_server only),
 #        CLIENT_FLAGS, TAG (names the output files), PIPELINE (1: run step
 #        1), PYTHON_CLIENT (0)
 set -uo pipefail

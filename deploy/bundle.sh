@@ -9,9 +9,6 @@
 #                each with RUNPATH $ORIGIN
 #   <out>/lib/libattn_client_c.so  the client's C ABI (client/c_api), which
 #                the Python package's native transport loads with ctypes
-#   <out>/lib/libattn_pinned_heap.so  the opt-in malloc shim for a CUDA
-#                attn_server (server/pinned_heap/pinned_heap.h):
-#                LD_PRELOAD=<out>/lib/libattn_pinned_heap.so <out>/bin/attn_server
 #   <out>/python/attnserve_client  the Python package (with its protobuf
 #                stubs under python/attnserve/); it finds ../../lib/ by
 #                itself: PYTHONPATH=<out>/python python3 -m attnserve_client
@@ -86,10 +83,6 @@ if [ "$bin_only" -eq 0 ]; then
     shared_objects+=("$client_lib")
   elif grep -qs "add_library(attn_client_c SHARED" "$root/client/c_api/CMakeLists.txt"; then
     die "libattn_client_c.so is defined in the source tree but $client_lib is missing (build first)"
-  fi
-  # Optional: sanitizer builds have no shim.
-  if [ -f "$build_dir/server/libattn_pinned_heap.so" ]; then
-    shared_objects+=("$build_dir/server/libattn_pinned_heap.so")
   fi
 fi
 

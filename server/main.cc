@@ -17,10 +17,15 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "attn/command_line.h"
+#include "backends/heap_arena.h"
 #include "observability/log.h"
 #include "security/exposure_policy.h"
 #include "server.h"
 #include "server_options.h"
+
+#ifdef ATTN_HAVE_PINNED_HEAP
+#include "pinned_heap/pinned_heap.h"
+#endif
 
 using attn::server::BackendChoice;
 using attn::server::LogLevel;
@@ -99,6 +104,12 @@ ABSL_FLAG(int64_t, staging_chunk_bytes, attn::server::ServerOptions{}.staging_ch
           "bytes at a time, through a ring of four pinned slots that stays in the CPU's cache "
           "(each chunk's copy overlaps the previous chunk's DMA); 0 stages a request's tensors "
           "whole, then copies them.");
+ABSL_FLAG(int64_t, pinned_heap_bytes, attn::server::ServerOptions{}.pinned_heap_bytes,
+          "Arena of the pinned heap, this server's allocator for blocks of 64 KiB and more "
+          "(gRPC's receive buffers among them): the CUDA backend page-locks it, so request "
+          "tensors go to the GPU from where they arrived, without a staging copy. -1 = the "
+          "admitted-bytes budget (--max_admitted_bytes) on the cuda and transport_only "
+          "backends, off on cpu; 0 = off. Host memory: page-locked on the CUDA backend.");
 ABSL_FLAG(int, completion_threads, attn::server::ServerOptions{}.completion_threads,
           "Threads that build finished requests' responses and hand them to gRPC: 0 = one per "
           "worker (each worker's responses in order), N = a pool of N shared by the workers.");
@@ -201,6 +212,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   options->copy_threads = absl::GetFlag(FLAGS_copy_threads);
   options->streaming_staging = absl::GetFlag(FLAGS_streaming_staging);
   options->staging_chunk_bytes = absl::GetFlag(FLAGS_staging_chunk_bytes);
+  options->pinned_heap_bytes = absl::GetFlag(FLAGS_pinned_heap_bytes);
   options->completion_threads = absl::GetFlag(FLAGS_completion_threads);
   options->cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   options->cpu_workers = absl::GetFlag(FLAGS_cpu_workers);
@@ -259,6 +271,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
       {"--cpu_threads", options->cpu_threads, 0, 1024},
       {"--copy_threads", options->copy_threads, 0, 64},
       {"--staging_chunk_bytes", options->staging_chunk_bytes, 0, int64_t{1} << 30},
+      {"--pinned_heap_bytes", options->pinned_heap_bytes, -1, int64_t{1} << 44},
       {"--completion_threads", options->completion_threads, 0, 256},
       {"--cpu_workers", options->cpu_workers, 1, 1024},
       {"--batch_delay_us", batch_delay_us, 0, 10000000},
@@ -323,6 +336,10 @@ int main(int argc, char** argv) {
     return attn::kExitUsage;
   }
   attn::server::SetLogLevel(absl::GetFlag(FLAGS_log_level));
+#ifdef ATTN_HAVE_PINNED_HEAP
+  // This binary's malloc (server/CMakeLists.txt); armed with the backend.
+  attn::server::ProvidePinnedHeap({attn_pinned_heap_arm, attn_pinned_heap_arena});
+#endif
 
   // Block the shutdown signals before any thread starts, so every thread
   // inherits the mask and only sigwait() below ever sees them.

@@ -130,6 +130,17 @@ struct ServerOptions {
   // previous chunk's DMA (backends/chunked_upload.h); 0 stages a request's
   // inputs whole, then copies them.
   int64_t staging_chunk_bytes = 0;
+  // The pinned heap (pinned_heap/pinned_heap.h), attn_server's malloc: an
+  // arena of this many bytes serves every allocation of 64 KiB and more,
+  // gRPC's receive buffers among them; the CUDA backend page-locks it, so
+  // request tensors go to the GPU from the buffers they arrived in, without
+  // staging (2026-12-02 fifth run: 229-245 against 144 requests/s at
+  // S=4096, concurrency 32). -1: auto, the admitted-bytes budget on the
+  // CUDA and transport_only backends (the transport measured with the
+  // allocator the service runs with), off on the CPU backend; 0: off.
+  // Effective once per process, in attn_server only (not in sanitizer
+  // builds, nor in processes that embed the server library without it).
+  int64_t pinned_heap_bytes = -1;
   // Threads that build finished requests' responses and hand them to gRPC
   // (scheduling/completion_thread.h). 0: one per worker, each worker's
   // responses in the order it finished them. N > 0: a pool of N shared by

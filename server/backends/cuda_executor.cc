@@ -206,7 +206,7 @@ class CudaExecutor : public Executor {
                           ? std::string("inputs staged whole")
                           : absl::StrFormat("inputs staged through a ring of %d x %.2f MiB",
                                             chunked_->slots(), chunked_->slot_bytes() / 1048576.0);
-    if (dma_heap_.has_value()) how += " unless gRPC received them into the page-locked heap";
+    if (dma_heap_.has_value()) how += " unless gRPC received them into the pinned heap";
     return how;
   }
 
@@ -357,7 +357,7 @@ class CudaExecutor : public Executor {
     // Stage the inline tensors Q, K, V (and the offsets) into pinned memory
     // so the copies below are truly async: whole, here, or a chunk at a
     // time through the ring in Enqueue (chunked_upload.h); or not at all
-    // when gRPC received them into the page-locked heap arena. Tensors in
+    // when gRPC received them into the pinned heap's arena. Tensors in
     // system regions are page-locked already and copied from there; those
     // in CUDA regions are read by the kernel in place.
     const absl::Time stage_start = absl::Now();
@@ -475,10 +475,10 @@ class CudaExecutor : public Executor {
       }
     }
     LOGF(kWarning,
-         "%s: libattn_pinned_heap.so is loaded, but %d of the %d pieces of a %d-byte tensor lay "
-         "outside its arena (the smallest %d bytes), more than half its bytes, so it was staged "
-         "whole: pieces below ATTN_PINNED_HEAP_MIN_ALLOC, or an arena (ATTN_PINNED_HEAP_BYTES) "
-         "too small for the requests in flight. Logged once.",
+         "%s: %d of the %d pieces of a %d-byte tensor lay outside the pinned heap's arena (the "
+         "smallest %d bytes), more than half its bytes, so it was staged whole: an arena "
+         "(--pinned_heap_bytes) too small for the requests in flight, or pieces below its 64 KiB "
+         "threshold. Logged once.",
          name_, outside, tensor.pieces().size(), tensor.size(), smallest);
   }
 
@@ -694,7 +694,7 @@ class CudaExecutor : public Executor {
   // Inline inputs go through this ring in the front of h_in_ when set
   // (--staging_chunk_bytes), else are staged whole.
   std::unique_ptr<ChunkedUpload> chunked_;
-  // The preloaded heap arena, page-locked (heap_arena.h): inline inputs
+  // The pinned heap's arena, page-locked (heap_arena.h): inline inputs
   // held in it are copied to the device straight from their pieces.
   std::optional<HeapArena> dma_heap_;
 };
@@ -715,13 +715,13 @@ absl::Status CheckMemory(const DeviceInfo& device, int streams, const BufferSize
   return absl::OkStatus();
 }
 
-// The arena of libattn_pinned_heap.so when the process was started with it,
-// page-locked for every device (once per process: the executors of a later
-// call share it); nullopt without the shim. A failed registration is
-// logged and the server stages as without the shim.
-const std::optional<HeapArena>& RegisterPreloadedHeap() {
+// The pinned heap's arena when it was armed (backend.cc, before the
+// executors are made), page-locked for every device (once per process: the
+// executors of a later call share it); nullopt without it. A failed
+// registration is logged and the server stages as without the heap.
+const std::optional<HeapArena>& RegisterPinnedHeap() {
   static const std::optional<HeapArena> registered = [] {
-    std::optional<HeapArena> arena = FindPreloadedHeapArena();
+    std::optional<HeapArena> arena = FindHeapArena();
     if (arena.has_value()) {
       const absl::Time start = absl::Now();
       const cudaError_t error =
@@ -729,14 +729,14 @@ const std::optional<HeapArena>& RegisterPreloadedHeap() {
       if (error != cudaSuccess) {
         cudaGetLastError();  // not sticky: clear it
         LOGF(kWarning,
-             "libattn_pinned_heap.so is loaded but its %.0f MiB arena could not be page-locked "
-             "(cudaHostRegister: %s); request tensors are staged as without it",
+             "the pinned heap's %.0f MiB arena could not be page-locked (cudaHostRegister: %s); "
+             "request tensors are staged as without it (--pinned_heap_bytes)",
              arena->bytes / 1048576.0, cudaGetErrorString(error));
         arena.reset();
       } else {
         LOGF(kInfo,
-             "libattn_pinned_heap.so: %.0f MiB arena page-locked in %.2f s; request tensors gRPC "
-             "reads into it go to the GPU without staging",
+             "pinned heap: %.0f MiB arena page-locked in %.2f s; request tensors gRPC reads into "
+             "it go to the GPU without staging",
              arena->bytes / 1048576.0, absl::ToDoubleSeconds(absl::Now() - start));
       }
     }
@@ -754,7 +754,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
   }
   const BufferSizes sizes = BufferSizes::For(options.max_tensor_bytes, options.max_rows);
   std::vector<std::unique_ptr<Executor>> executors;
-  const std::optional<HeapArena>& dma_heap = RegisterPreloadedHeap();
+  const std::optional<HeapArena>& dma_heap = RegisterPinnedHeap();
   auto copier = std::make_shared<ParallelCopier>(
       options.copy_threads,
       options.streaming_staging ? kStreamingStagingMinBytes : std::numeric_limits<size_t>::max());

@@ -1,10 +1,13 @@
 // server/backends/heap_arena.h
 //
-// HeapArena: the arena of libattn_pinned_heap.so (pinned_heap/pinned_heap.h)
-// when this process was started with it (LD_PRELOAD), found by dlsym. The
-// CUDA backend page-locks it once; inline tensors whose every piece lies in
-// it (the slices gRPC read them into) then go to the GPU by DMA straight
-// from there, with no staging copy; pieces outside it are staged alone.
+// HeapArena: the arena of the pinned heap (pinned_heap/pinned_heap.h),
+// attn_server's malloc. The server library runs in processes without it too
+// (tests, sanitizer builds), so a binary that links the heap hands its
+// entry points over (ProvidePinnedHeap) before the backend is created.
+// Armed at start-up (backend.cc); the CUDA backend page-locks it once;
+// inline tensors mostly in it (the slices gRPC read them into) then go to
+// the GPU by DMA straight from there, with no staging copy; pieces outside
+// it are staged alone.
 #ifndef ATTN_SERVER_HEAP_ARENA_H_
 #define ATTN_SERVER_HEAP_ARENA_H_
 
@@ -34,9 +37,26 @@ struct HeapArena {
   }
 };
 
-// The preloaded shim's arena, reserved now if it was not yet; nullopt when
-// the shim is not loaded or could not reserve it.
-std::optional<HeapArena> FindPreloadedHeapArena();
+// The pinned heap's C entry points (pinned_heap.h).
+struct PinnedHeapApi {
+  int (*arm)(size_t bytes) = nullptr;
+  int (*arena)(void** base, size_t* bytes) = nullptr;
+};
+
+// Called by a binary that links the pinned heap (attn_server's main, tests),
+// before any server is created; the library has no heap until then.
+void ProvidePinnedHeap(PinnedHeapApi api);
+
+// Whether this process has been given the pinned heap.
+bool HasPinnedHeap();
+
+// Arms the pinned heap with an arena of `bytes` (pinned_heap.h: once per
+// process; a later call keeps the first arena) and returns it; nullopt when
+// this process has no pinned heap or it could not reserve the arena.
+std::optional<HeapArena> ArmHeapArena(size_t bytes);
+
+// The pinned heap's arena once armed; nullopt before, or without the heap.
+std::optional<HeapArena> FindHeapArena();
 
 }  // namespace attn::server
 

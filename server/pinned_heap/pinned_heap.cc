@@ -1,4 +1,4 @@
-// libattn_pinned_heap.so (pinned_heap.h): large allocations from one arena
+// The pinned heap (pinned_heap.h): large allocations from one arena
 // the CUDA backend page-locks; the rest forwarded to glibc.
 //
 // Runs inside malloc: no allocation of its own on the large path except the
@@ -42,26 +42,40 @@ struct alignas(64) Header {
 constexpr uint64_t kMagic = 0x61747470696e6e64ULL;  // "attpinnd"
 constexpr size_t kAlignment = 64;
 
-size_t EnvBytes(const char* name, size_t fallback) {
-  const char* text = getenv(name);  // no allocation
-  if (text == nullptr || *text == '\0') return fallback;
-  char* end = nullptr;
-  const unsigned long long value = strtoull(text, &end, 10);
-  return (end != nullptr && *end == '\0' && value > 0) ? static_cast<size_t>(value) : fallback;
-}
+// gRPC 1.51 reads sockets into 64 KiB slices (plus a small header): every
+// piece of a received tensor is one of them. Measured on the H200 host with
+// 256 KiB: not one piece of a 1-4 MiB tensor was in the arena.
+constexpr size_t kMinAlloc = size_t{64} << 10;
 
 class Arena {
  public:
-  // The arena, reserved on first use; null if mmap failed.
-  bool Reserve() {
+  // Reserves `bytes` (rounded up to 2 MiB) and starts serving large
+  // allocations from them; false if mmap failed. Once armed, later calls
+  // change nothing and return true.
+  bool Arm(size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
-    return ReserveLocked();
+    if (base_ != nullptr) return true;
+    if (bytes == 0) return false;
+    bytes = attn::server::AlignUp(bytes, size_t{2} << 20);
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return false;
+    madvise(p, bytes, MADV_HUGEPAGE);  // fewer pages to lock and to walk; best effort
+    ranges_ = new (ranges_storage_) FirstFitRanges(bytes, kAlignment);
+    base_ = static_cast<char*>(p);
+    bytes_ = bytes;
+    base_atomic_.store(base_, std::memory_order_release);
+    min_alloc_.store(kMinAlloc, std::memory_order_release);
+    return true;
   }
 
+  // A block of `bytes` in the arena; null when it is not armed, `bytes` is
+  // below the threshold, or there is no room.
   void* Allocate(size_t bytes) {
-    if (bytes < min_alloc()) return nullptr;
+    // Until armed the threshold is SIZE_MAX: one load, then glibc.
+    if (bytes < min_alloc_.load(std::memory_order_acquire)) return nullptr;
     std::lock_guard<std::mutex> lock(mu_);
-    if (!ReserveLocked()) return nullptr;
+    if (ranges_ == nullptr) return nullptr;  // not armed: malloc(SIZE_MAX)
     const size_t block = sizeof(Header) + bytes;
     if (block < bytes) return nullptr;  // overflow
     const std::optional<size_t> offset = ranges_->Take(block);
@@ -98,7 +112,8 @@ class Arena {
   }
 
   bool Describe(void** base, size_t* bytes) {
-    if (!Reserve()) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (base_ == nullptr) return false;
     *base = base_;
     *bytes = bytes_;
     return true;
@@ -108,46 +123,17 @@ class Arena {
     return used_;
   }
   size_t overflows() const { return overflows_.load(std::memory_order_relaxed); }
-  size_t min_alloc() {
-    size_t m = min_alloc_.load(std::memory_order_relaxed);
-    if (m == 0) {
-      // gRPC 1.51 reads sockets into 64 KiB slices (plus a small header):
-      // every piece of a received tensor is one of them. Measured here with
-      // 256 KiB: not one piece of a 1-4 MiB tensor was in the arena.
-      m = EnvBytes("ATTN_PINNED_HEAP_MIN_ALLOC", size_t{64} << 10);
-      min_alloc_.store(m, std::memory_order_relaxed);
-    }
-    return m;
-  }
 
  private:
-  bool ReserveLocked() {
-    if (base_ != nullptr) return true;
-    if (failed_) return false;
-    const size_t bytes = attn::server::AlignUp(EnvBytes("ATTN_PINNED_HEAP_BYTES", size_t{4} << 30),
-                                               size_t{2} << 20);
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) {
-      failed_ = true;
-      return false;
-    }
-    madvise(p, bytes, MADV_HUGEPAGE);  // fewer pages to lock and to walk; best effort
-    ranges_ = new (ranges_storage_) FirstFitRanges(bytes, kAlignment);
-    base_ = static_cast<char*>(p);
-    bytes_ = bytes;
-    base_atomic_.store(base_, std::memory_order_release);
-    return true;
-  }
-
   std::mutex mu_;
   char* base_ = nullptr;  // guarded by mu_; base_atomic_ for Owns
   std::atomic<char*> base_atomic_{nullptr};
   size_t bytes_ = 0;  // set once, before base_atomic_
-  bool failed_ = false;
   size_t used_ = 0;
   std::atomic<size_t> overflows_{0};
-  std::atomic<size_t> min_alloc_{0};
+  // The smallest allocation served from the arena: SIZE_MAX until armed,
+  // then kMinAlloc (stored after the arena is set up).
+  std::atomic<size_t> min_alloc_{~size_t{0}};
   FirstFitRanges* ranges_ = nullptr;
   alignas(FirstFitRanges) unsigned char ranges_storage_[sizeof(FirstFitRanges)] = {};
 };
@@ -221,6 +207,10 @@ __attribute__((visibility("default"))) size_t malloc_usable_size(void* pointer) 
   if (pointer == nullptr) return 0;
   if (arena.Owns(pointer)) return Arena::HeaderOf(pointer)->payload_bytes;
   return GlibcUsableSize(pointer);
+}
+
+__attribute__((visibility("default"))) int attn_pinned_heap_arm(size_t bytes) {
+  return arena.Arm(bytes) ? 1 : 0;
 }
 
 __attribute__((visibility("default"))) int attn_pinned_heap_arena(void** base, size_t* bytes) {

@@ -1,26 +1,24 @@
 /* server/pinned_heap/pinned_heap.h
  *
- * libattn_pinned_heap.so: an opt-in malloc shim for attn_server on GPU
- * hosts, loaded with LD_PRELOAD. It serves every allocation of at least
- * ATTN_PINNED_HEAP_MIN_ALLOC bytes (default 64 KiB, the size of gRPC's
- * socket-read slices) from one arena of
- * ATTN_PINNED_HEAP_BYTES (default 4 GiB, reserved at the first such
- * allocation and never unmapped), and forwards the rest, and anything the
- * arena has no room for, to glibc. The CUDA backend page-locks the whole
- * arena once at start-up (cudaHostRegister), so the buffers gRPC reads
- * requests into are DMA sources: tensors go from them straight to the GPU,
- * with no staging copy.
- *
- *   LD_PRELOAD=/path/to/libattn_pinned_heap.so attn_server --backend=cuda ...
+ * The pinned heap: attn_server's malloc, linked into the executable (as one
+ * links tcmalloc statically) with its malloc family exported
+ * (exports.map), so it serves every allocation of the process, the shared
+ * libraries' included. Dormant until armed: everything goes to
+ * glibc. attn_pinned_heap_arm() (the server's --pinned_heap_bytes; by
+ * default on the CUDA backend, sized to the admitted-bytes budget) reserves
+ * one arena; from then on every allocation of at least 64 KiB (the size of
+ * gRPC's socket-read slices) comes from it, and the rest, and anything the
+ * arena has no room for, from glibc. The CUDA backend page-locks the arena
+ * once at start-up (cudaHostRegister), so the buffers gRPC reads requests
+ * into are DMA sources: tensors go from them straight to the GPU, with no
+ * staging copy.
  *
  * Why a shim: gRPC C++ 1.51 reads sockets into slices it mallocs itself and
  * offers no allocator hook, so every inline tensor is copied once more into
  * pinned staging; on the H200 host that copy and its traffic are what
- * separate attnserve from the transport ceiling at S=4096 (issue 11).
- * Status (bench/RESULTS.md, 2026-12-02 fourth run): correct on the H200
- * (e2e, regions, attn_cli --check), but measured only with a 256 KiB
- * threshold, which no read slice reached, so nothing went by the new path;
- * the gain with the 64 KiB default is not measured yet. Opt-in until it is.
+ * separated attnserve from the transport ceiling at S=4096 (issue 11).
+ * Measured (bench/RESULTS.md, 2026-12-02 fifth run): 229 and 245
+ * requests/s at B=1, S=4096, concurrency 32, against 144 staged.
  *
  * Interposes malloc, free, realloc, reallocarray and malloc_usable_size;
  * calloc and the aligned allocators stay glibc's (free tells the two kinds
@@ -35,9 +33,13 @@
 extern "C" {
 #endif
 
-/* The arena: sets *base and *bytes and returns 1, reserving it if no large
- * allocation has yet; 0 when it cannot be reserved (mmap failed). Found by
- * attn_server with dlsym, so only a process that loaded the shim has it. */
+/* Reserves an arena of `bytes` (rounded up to 2 MiB) and serves large
+ * allocations from it from now on; returns 1, or 0 when `bytes` is 0 or the
+ * arena cannot be reserved (mmap failed). Once armed, it stays so: a later
+ * call changes nothing and returns 1. */
+int attn_pinned_heap_arm(size_t bytes);
+
+/* The arena: sets *base and *bytes and returns 1 once armed, else 0. */
 int attn_pinned_heap_arena(void** base, size_t* bytes);
 
 /* What the arena holds now: allocated bytes (headers and rounding

@@ -1,10 +1,10 @@
-// libattn_pinned_heap.so (server/pinned_heap/pinned_heap.h) interposing
-// this test's malloc (linked as a dependency, ahead of libc): large blocks
+// The pinned heap (server/pinned_heap/pinned_heap.h) interposing this
+// test's malloc (linked into it, as into attn_server): large blocks
 // come from the arena and go back to it, small ones and overflow stay
 // glibc's, realloc and malloc_usable_size know both kinds, and many
-// threads at once leave every byte where it was written. The arena is
-// ATTN_PINNED_HEAP_BYTES (CMakeLists.txt: 64 MiB) with the default 64 KiB
-// threshold.
+// threads at once leave every byte where it was written. Dormant until
+// armed: the first test checks that, then arms a 64 MiB arena, which the
+// others use (gtest runs them in order).
 #include "pinned_heap/pinned_heap.h"
 
 #include <malloc.h>
@@ -32,7 +32,11 @@ struct Arena {
   }
 };
 
+constexpr size_t kArenaBytes = size_t{64} << 20;
+
+// The arena, armed on first use.
 Arena TheArena() {
+  EXPECT_EQ(attn_pinned_heap_arm(kArenaBytes), 1);
   void* base = nullptr;
   size_t bytes = 0;
   EXPECT_EQ(attn_pinned_heap_arena(&base, &bytes), 1);
@@ -45,9 +49,32 @@ void* (*volatile do_malloc)(size_t) = std::malloc;
 void (*volatile do_free)(void*) = std::free;
 void* (*volatile do_realloc)(void*, size_t) = std::realloc;
 
+TEST(PinnedHeapTest, DormantUntilArmedThenArmedOnce) {
+  void* base = nullptr;
+  size_t bytes = 0;
+  ASSERT_EQ(attn_pinned_heap_arena(&base, &bytes), 0) << "armed before any test armed it";
+  void* before = do_malloc(size_t{1} << 20);
+  ASSERT_NE(before, nullptr);
+  EXPECT_EQ(attn_pinned_heap_arm(0), 0) << "an empty arena is refused";
+  const Arena arena = TheArena();
+  ASSERT_EQ(arena.bytes, kArenaBytes);
+  EXPECT_FALSE(arena.Holds(before)) << "allocated before arming: glibc's";
+  EXPECT_EQ(attn_pinned_heap_used_bytes(), 0u);
+  EXPECT_EQ(attn_pinned_heap_arm(size_t{1} << 30), 1) << "armed already";
+  void* again = nullptr;
+  ASSERT_EQ(attn_pinned_heap_arena(&again, &bytes), 1);
+  EXPECT_EQ(again, arena.base) << "a second arm keeps the first arena";
+  EXPECT_EQ(bytes, kArenaBytes);
+  do_free(before);  // glibc's block, freed after arming
+  void* after = do_malloc(size_t{1} << 20);
+  EXPECT_TRUE(arena.Holds(after));
+  do_free(after);
+  EXPECT_EQ(attn_pinned_heap_used_bytes(), 0u);
+}
+
 TEST(PinnedHeapTest, LargeBlocksComeFromTheArenaAndGoBack) {
   const Arena arena = TheArena();
-  ASSERT_EQ(arena.bytes, size_t{64} << 20);
+  ASSERT_EQ(arena.bytes, kArenaBytes);
   const size_t used_before = attn_pinned_heap_used_bytes();
   void* small = do_malloc(kMinAlloc - 1);
   void* large = do_malloc(kMinAlloc);
