@@ -338,7 +338,8 @@ int main(int argc, char** argv) {
   attn::server::SetLogLevel(absl::GetFlag(FLAGS_log_level));
 #ifdef ATTN_HAVE_PINNED_HEAP
   // This binary's malloc (server/CMakeLists.txt); armed with the backend.
-  attn::server::ProvidePinnedHeap({attn_pinned_heap_arm, attn_pinned_heap_arena});
+  attn::server::ProvidePinnedHeap({attn_pinned_heap_arm, attn_pinned_heap_arena, attn_pinned_heap_used_bytes,
+                                   attn_pinned_heap_overflows});
 #endif
 
   // Block the shutdown signals before any thread starts, so every thread

@@ -10,6 +10,7 @@
 #include "backends/backend.h"
 #include "backends/cuda_executor.h"
 #include "backends/fault_injecting_executor.h"
+#include "backends/heap_arena.h"
 #include "google/protobuf/stubs/common.h"
 #include "grpcpp/grpcpp.h"
 #include "status_util.h"
@@ -181,6 +182,10 @@ LoadSnapshot Runtime::Load() const {
   snapshot.stream_buffer_limit_bytes = stream_budget_.limit();
   snapshot.admitted_bytes = admitted_budget_.used();
   snapshot.admitted_limit_bytes = admitted_budget_.limit();
+  const PinnedHeapUsage heap = ReadPinnedHeapUsage();
+  snapshot.pinned_heap_bytes = heap.arena_bytes;
+  snapshot.pinned_heap_used_bytes = heap.used_bytes;
+  snapshot.pinned_heap_overflows = heap.overflows;
   const std::vector<bool> health = scheduler_->worker_health();
   const auto& executors = scheduler_->executors();
   for (size_t i = 0; i < executors.size(); ++i) {

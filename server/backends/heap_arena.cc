@@ -5,15 +5,33 @@
 namespace attn::server {
 namespace {
 
-// Set once, before servers start; read by their start-up.
+// Set once, before servers start; read by their start-up and the metrics.
 std::atomic<int (*)(size_t)> arm_fn{nullptr};
 std::atomic<int (*)(void**, size_t*)> arena_fn{nullptr};
+std::atomic<size_t (*)()> used_fn{nullptr};
+std::atomic<size_t (*)()> overflows_fn{nullptr};
 
 }  // namespace
 
 void ProvidePinnedHeap(PinnedHeapApi api) {
+  used_fn.store(api.used_bytes, std::memory_order_release);
+  overflows_fn.store(api.overflows, std::memory_order_release);
   arena_fn.store(api.arena, std::memory_order_release);
   arm_fn.store(api.arm, std::memory_order_release);
+}
+
+PinnedHeapUsage ReadPinnedHeapUsage() {
+  PinnedHeapUsage usage;
+  const std::optional<HeapArena> arena = FindHeapArena();
+  if (!arena.has_value()) return usage;
+  usage.arena_bytes = static_cast<int64_t>(arena->bytes);
+  if (auto used = used_fn.load(std::memory_order_acquire)) {
+    usage.used_bytes = static_cast<int64_t>(used());
+  }
+  if (auto overflows = overflows_fn.load(std::memory_order_acquire)) {
+    usage.overflows = static_cast<int64_t>(overflows());
+  }
+  return usage;
 }
 
 bool HasPinnedHeap() {

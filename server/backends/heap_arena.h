@@ -41,6 +41,8 @@ struct HeapArena {
 struct PinnedHeapApi {
   int (*arm)(size_t bytes) = nullptr;
   int (*arena)(void** base, size_t* bytes) = nullptr;
+  size_t (*used_bytes)() = nullptr;
+  size_t (*overflows)() = nullptr;
 };
 
 // Called by a binary that links the pinned heap (attn_server's main, tests),
@@ -57,6 +59,14 @@ std::optional<HeapArena> ArmHeapArena(size_t bytes);
 
 // The pinned heap's arena once armed; nullopt before, or without the heap.
 std::optional<HeapArena> FindHeapArena();
+
+// What the armed heap holds (all 0 when it is not armed), for the metrics.
+struct PinnedHeapUsage {
+  int64_t arena_bytes = 0;
+  int64_t used_bytes = 0;  // allocated now, headers and rounding included
+  int64_t overflows = 0;   // large allocations it had no room for, since start
+};
+PinnedHeapUsage ReadPinnedHeapUsage();
 
 }  // namespace attn::server
 

@@ -35,6 +35,13 @@ struct LoadSnapshot {
   int64_t admitted_bytes = 0;
   int64_t admitted_limit_bytes = 0;
 
+  // The pinned heap (backends/heap_arena.h), all 0 when it is off: its
+  // arena, the bytes it holds now, and the large allocations since start
+  // it had no room for (glibc's instead, so tensors in them are staged).
+  int64_t pinned_heap_bytes = 0;
+  int64_t pinned_heap_used_bytes = 0;
+  int64_t pinned_heap_overflows = 0;
+
   // Filled by the server, not Runtime::Load (all 0 on a unix: listener).
   ConnectionCounts connections;
 

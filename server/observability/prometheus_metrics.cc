@@ -71,6 +71,11 @@ constexpr FieldMetric<LoadSnapshot> kLoadGauges[] = {
      &LoadSnapshot::admitted_bytes},
     {"attn_admitted_limit_bytes", "--max_admitted_bytes: the most all admitted calls may hold.",
      &LoadSnapshot::admitted_limit_bytes},
+    {"attn_pinned_heap_bytes",
+     "The pinned heap's arena (--pinned_heap_bytes, resolved); 0 when it is off.",
+     &LoadSnapshot::pinned_heap_bytes},
+    {"attn_pinned_heap_used_bytes", "Bytes the pinned heap's arena holds now.",
+     &LoadSnapshot::pinned_heap_used_bytes},
 };
 
 MetricFamily Gauge(const std::string& name, const std::string& help, double value) {
@@ -107,15 +112,20 @@ void AddConnectionMetrics(const ConnectionCounts& c, std::vector<MetricFamily>* 
   families->push_back(std::move(refused));
 }
 
-// Request batching (--batch_delay_us): counters kept by the scheduler.
-void AddBatchingMetrics(const LoadSnapshot& load, std::vector<MetricFamily>* families) {
+// Counters read from the load snapshot: request batching (--batch_delay_us),
+// kept by the scheduler, and the pinned heap's overflows.
+void AddLoadCounters(const LoadSnapshot& load, std::vector<MetricFamily>* families) {
   for (const auto& [name, help, value] :
        {std::tuple<const char*, const char*, int64_t>{
             "attn_batched_launches_total",
             "Kernel launches that stacked two or more requests (--batch_delay_us).",
             load.batched_launches},
         {"attn_batched_requests_total", "Requests that ran in launches stacked with others.",
-         load.batched_requests}}) {
+         load.batched_requests},
+        {"attn_pinned_heap_overflows_total",
+         "Allocations of 64 KiB and more the pinned heap had no room for (glibc's instead: "
+         "request tensors in them are staged).",
+         load.pinned_heap_overflows}}) {
     MetricFamily family{name, help, MetricType::Counter, {}};
     ClientMetric metric;
     metric.counter.value = static_cast<double>(value);
@@ -196,7 +206,7 @@ std::vector<MetricFamily> PrometheusMetrics::Collect() const {
     health.metric.push_back(std::move(metric));
   }
   families.push_back(std::move(health));
-  AddBatchingMetrics(load, &families);
+  AddLoadCounters(load, &families);
   AddConnectionMetrics(load.connections, &families);
   return families;
 }

@@ -120,7 +120,8 @@ class PinnedHeapGpuTest : public ::testing::Test {
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
       GTEST_SKIP() << "no CUDA device";
     }
-    ProvidePinnedHeap({attn_pinned_heap_arm, attn_pinned_heap_arena});
+    ProvidePinnedHeap({attn_pinned_heap_arm, attn_pinned_heap_arena, attn_pinned_heap_used_bytes,
+                                   attn_pinned_heap_overflows});
     ServerOptions options;
     options.backend = BackendChoice::kCuda;
     options.streams_per_device = 1;

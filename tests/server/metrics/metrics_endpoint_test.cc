@@ -119,6 +119,8 @@ TEST(MetricsEndpointTest, ServesCountsHistogramsAndGauges) {
   EXPECT_EQ(SampleValue(text, "attn_stream_buffer_bytes"), 0);
   EXPECT_GT(*SampleValue(text, "attn_stream_buffer_limit_bytes"), 0);
   EXPECT_EQ(SampleValue(text, R"m(attn_worker_healthy{executor="cpu (1 thread)",worker="0"})m"), 1);
+  EXPECT_EQ(SampleValue(text, "attn_pinned_heap_bytes"), 0) << "off on the cpu backend by default";
+  EXPECT_EQ(SampleValue(text, "attn_pinned_heap_overflows_total"), 0);
 
   // Only /metrics is served.
   auto other = HttpGet(port, "/");
@@ -128,6 +130,43 @@ TEST(MetricsEndpointTest, ServesCountsHistogramsAndGauges) {
   ASSERT_TRUE(exit.ok()) << exit.status();
   EXPECT_TRUE(exit->Clean()) << exit->ToString();
 }
+
+#ifdef ATTN_SERVER_HAS_PINNED_HEAP
+// The pinned heap armed on the CPU backend with an arena too small for one
+// request: the call still succeeds (the rest of its buffers are glibc's),
+// and the metrics show the arena and count the overflows.
+TEST(MetricsEndpointTest, PinnedHeapArenaAndOverflowsAreExposed) {
+  constexpr int64_t kArena = int64_t{2} << 20;  // the smallest arena (2 MiB granules)
+  auto server = StartWithMetrics({absl::StrCat("--pinned_heap_bytes=", kArena)});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto before = HttpGet(server->metrics_port, "/metrics");
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ(SampleValue(before->body, "attn_pinned_heap_bytes"), kArena) << before->body;
+
+  // 1 MiB each of q, k and v: more than the arena holds.
+  auto stub = rpb::Attention::NewStub(server->process->NewChannel());
+  auto context = ContextWithDeadline(absl::Seconds(120));
+  rpb::AttendResponse response;
+  const grpc::Status status = stub->Attend(
+      context.get(),
+      MakeRequest(MakeRandomInputs({1, 128, 16, 256}, DType::kBFloat16, FreshSeed()), "big"),
+      &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+
+  auto after = HttpGet(server->metrics_port, "/metrics");
+  ASSERT_TRUE(after.ok()) << after.status();
+  const std::string& text = after->body;
+  SCOPED_TRACE(text);
+  EXPECT_EQ(SampleValue(text, "attn_pinned_heap_bytes"), kArena);
+  EXPECT_GT(*SampleValue(text, "attn_pinned_heap_overflows_total"), 0);
+  const std::optional<double> used = SampleValue(text, "attn_pinned_heap_used_bytes");
+  ASSERT_TRUE(used.has_value());
+  EXPECT_LE(*used, kArena);
+  auto exit = server->process->Stop();
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_TRUE(exit->Clean()) << exit->ToString();
+}
+#endif
 
 TEST(MetricsEndpointTest, BadMetricsPortIsAUsageError) {
   ServerProcess::Options options;
