@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "backends/chunked_upload.h"
 #include "backends/cuda_memory.h"
+#include "backends/h2d_batch.h"
 #include "backends/heap_arena.h"
 #include "backends/output_poison.h"
 #include "backends/parallel_copier.h"
@@ -564,7 +565,8 @@ class CudaExecutor : public Executor {
         name_(
             absl::StrFormat("%s (cuda:%d, stream %d)", device.name, device.ordinal, stream_index)),
         sizes_(sizes),
-        copier_(std::move(copier)) {}
+        copier_(std::move(copier)),
+        heap_copies_(device.ordinal) {}
 
   // Pinned input layout: q, k, v at multiples of sizes_.tensor, then the
   // two cu_seqlens; output layout: o, then the LSE at sizes_.tensor.
@@ -602,36 +604,30 @@ class CudaExecutor : public Executor {
     cudaStream_t stream = stream_.get();
     CUDA_RETURN_IF_ERROR(cudaEventRecord(start_.get(), stream), ordinal_);
     if (!p.chunked.empty()) RETURN_IF_ERROR(chunked_->Enqueue(p.chunked, stream));
+    // From the heap: one copy per piece in the arena (gRPC 1.51 reads
+    // sockets into separate 64 KiB slices, and each block of the arena has
+    // its header in front, so no two pieces are ever adjacent: about 770
+    // copies for 48 MiB), consecutive pieces staged (outside the arena) as
+    // one; all of them enqueued with one call (h2d_batch.h).
+    heap_copies_.Clear();
     for (const Placement::FromHeap& tensor : p.from_heap) {
-      // One copy per piece in the arena: gRPC 1.51 reads sockets into
-      // separate 64 KiB slices (each block of the arena has its header in
-      // front, so no two pieces are ever adjacent), about 770 copies for
-      // 48 MiB. Consecutive pieces staged (outside the arena) go as one.
       char* const device = static_cast<char*>(tensor.device);
       size_t offset = 0;
       size_t staged_from = 0, staged_bytes = 0;  // the run of staged pieces so far
-      auto copy_staged_run = [&]() -> absl::Status {
-        if (staged_bytes == 0) return absl::OkStatus();
-        CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device + staged_from, tensor.staged + staged_from,
-                                             staged_bytes, cudaMemcpyHostToDevice, stream),
-                             ordinal_);
-        staged_bytes = 0;
-        return absl::OkStatus();
-      };
       for (absl::string_view piece : tensor.source->pieces()) {
         if (dma_heap_->Contains(piece)) {
-          RETURN_IF_ERROR(copy_staged_run());
-          CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device + offset, piece.data(), piece.size(),
-                                               cudaMemcpyHostToDevice, stream),
-                               ordinal_);
+          heap_copies_.Add(device + staged_from, tensor.staged + staged_from, staged_bytes);
+          staged_bytes = 0;
+          heap_copies_.Add(device + offset, piece.data(), piece.size());
         } else {
           if (staged_bytes == 0) staged_from = offset;
           staged_bytes += piece.size();
         }
         offset += piece.size();
       }
-      RETURN_IF_ERROR(copy_staged_run());
+      heap_copies_.Add(device + staged_from, tensor.staged + staged_from, staged_bytes);
     }
+    RETURN_IF_ERROR(heap_copies_.Enqueue(stream));
     const struct {
       const void* to;
       const char* from;
@@ -695,8 +691,10 @@ class CudaExecutor : public Executor {
   // (--staging_chunk_bytes), else are staged whole.
   std::unique_ptr<ChunkedUpload> chunked_;
   // The pinned heap's arena, page-locked (heap_arena.h): inline inputs
-  // held in it are copied to the device straight from their pieces.
+  // held in it are copied to the device straight from their pieces, by
+  // heap_copies_, refilled for each request.
   std::optional<HeapArena> dma_heap_;
+  H2DBatch heap_copies_;
 };
 
 // RESOURCE_EXHAUSTED unless the device has room for every stream's buffers.
