@@ -134,8 +134,8 @@ struct ServerOptions {
   // arena of this many bytes serves every allocation of 64 KiB and more,
   // gRPC's receive buffers among them; the CUDA backend page-locks it, so
   // request tensors go to the GPU from the buffers they arrived in, without
-  // staging (2026-12-02 fifth run: 229-245 against 144 requests/s at
-  // S=4096, concurrency 32). -1: auto, the admitted-bytes budget on the
+  // staging (2026-12-02 fifth run, call P: 258-299 against 219 requests/s
+  // staged at S=4096, concurrency 32). -1: auto, the admitted-bytes budget on the
   // CUDA and transport_only backends (the transport measured with the
   // allocator the service runs with), off on the CPU backend; 0: off.
   // Effective once per process, in attn_server only (not in sanitizer

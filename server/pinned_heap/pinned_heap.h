@@ -17,8 +17,8 @@
  * offers no allocator hook, so every inline tensor is copied once more into
  * pinned staging; on the H200 host that copy and its traffic are what
  * separated attnserve from the transport ceiling at S=4096 (issue 11).
- * Measured (bench/RESULTS.md, 2026-12-02 fifth run): 229 and 245
- * requests/s at B=1, S=4096, concurrency 32, against 144 staged.
+ * Measured (bench/RESULTS.md, 2026-12-02 fifth run, call P): 299 and 258
+ * requests/s at B=1, S=4096, concurrency 32, against 219 staged.
  *
  * Interposes malloc, free, realloc, reallocarray and malloc_usable_size;
  * calloc and the aligned allocators stay glibc's (free tells the two kinds
