@@ -108,8 +108,9 @@ ABSL_FLAG(int64_t, pinned_heap_bytes, attn::server::ServerOptions{}.pinned_heap_
           "Arena of the pinned heap, this server's allocator for blocks of 64 KiB and more "
           "(gRPC's receive buffers among them): the CUDA backend page-locks it, so request "
           "tensors go to the GPU from where they arrived, without a staging copy. -1 = the "
-          "admitted-bytes budget (--max_admitted_bytes) on the cuda and transport_only "
-          "backends, off on cpu; 0 = off. Host memory: page-locked on the CUDA backend.");
+          "admitted-bytes budget (--max_admitted_bytes), at most a quarter of the host's "
+          "memory, on the cuda and transport_only backends, off on cpu; 0 = off; at most half "
+          "the host's memory. Host memory: page-locked on the CUDA backend.");
 ABSL_FLAG(int, completion_threads, attn::server::ServerOptions{}.completion_threads,
           "Threads that build finished requests' responses and hand them to gRPC: 0 = one per "
           "worker (each worker's responses in order), N = a pool of N shared by the workers.");

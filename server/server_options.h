@@ -135,9 +135,11 @@ struct ServerOptions {
   // gRPC's receive buffers among them; the CUDA backend page-locks it, so
   // request tensors go to the GPU from the buffers they arrived in, without
   // staging (2026-12-02 fifth run, call P: 258-299 against 219 requests/s
-  // staged at S=4096, concurrency 32). -1: auto, the admitted-bytes budget on the
-  // CUDA and transport_only backends (the transport measured with the
-  // allocator the service runs with), off on the CPU backend; 0: off.
+  // staged at S=4096, concurrency 32). -1: auto, the admitted-bytes budget,
+  // at most a quarter of the host's memory, on the CUDA and transport_only
+  // backends (the transport measured with the allocator the service runs
+  // with), off on the CPU backend; 0: off; N: at most half the host's
+  // memory (backends/pinned_heap_size.h).
   // Effective once per process, in attn_server only (not in sanitizer
   // builds, nor in processes that embed the server library without it).
   int64_t pinned_heap_bytes = -1;

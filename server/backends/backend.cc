@@ -8,6 +8,7 @@
 #include "backends/cpu_executor.h"
 #include "backends/cuda_executor.h"
 #include "backends/heap_arena.h"
+#include "backends/pinned_heap_size.h"
 #include "backends/output_poison.h"
 #include "backends/transport_only_executor.h"
 #include "observability/log.h"
@@ -45,36 +46,40 @@ absl::StatusOr<std::vector<DeviceInfo>> SelectDevices(const std::vector<int>& wa
   return selected;
 }
 
-// Arms the pinned heap (heap_arena.h) as --pinned_heap_bytes says: -1
-// (auto) arms it with the admitted-bytes budget where `by_default`, else
-// leaves it off; 0 leaves it off; N arms it with N bytes. A heap that cannot
-// be armed costs only the speed it would have given: logged, not an error.
-void ArmPinnedHeap(const ServerOptions& options, bool by_default) {
+// Arms the pinned heap (heap_arena.h) as --pinned_heap_bytes says
+// (pinned_heap_size.h); `by_default`: this backend uses it unless told not
+// to. A size beyond the host's memory is an error; a heap that cannot be
+// armed costs only the speed it would have given: logged, not an error.
+absl::Status ArmPinnedHeap(const ServerOptions& options, bool by_default) {
   const int64_t requested = options.pinned_heap_bytes;
-  const int64_t bytes =
-      requested < 0 ? (by_default ? options.limits.AdmittedBudget() : 0) : requested;
-  if (bytes == 0) return;
+  ASSIGN_OR_RETURN(const int64_t bytes,
+                   ResolvePinnedHeapBytes(requested, options.limits.AdmittedBudget(), by_default,
+                                          HostMemoryBytes()));
+  if (bytes == 0) return absl::OkStatus();
   if (!HasPinnedHeap()) {
     if (requested > 0) {
       LOGF(kWarning, "--pinned_heap_bytes=%d: this attn_server has no pinned heap (a sanitizer "
            "build); request tensors are staged", requested);
     }
-    return;
+    return absl::OkStatus();
   }
   const std::optional<HeapArena> arena = ArmHeapArena(static_cast<size_t>(bytes));
   if (!arena.has_value()) {
     LOGF(kWarning, "the pinned heap could not reserve %d bytes (--pinned_heap_bytes); "
          "allocations stay glibc's", bytes);
-    return;
+    return absl::OkStatus();
   }
   LOGF(kInfo, "pinned heap: a %.0f MiB arena serves allocations of 64 KiB and more (%s)",
        arena->bytes / 1048576.0,
-       requested < 0 ? "--pinned_heap_bytes=-1: the admitted-bytes budget" : "--pinned_heap_bytes");
+       requested < 0 ? "--pinned_heap_bytes=-1: the admitted-bytes budget, at most a quarter "
+                       "of the host's memory"
+                     : "--pinned_heap_bytes");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<BackendSetup> CreateCpuBackend(const ServerOptions& options, std::string reason) {
   if (!options.devices.empty()) LOGF(kWarning, "--devices is ignored by the cpu backend");
-  ArmPinnedHeap(options, /*by_default=*/false);
+  RETURN_IF_ERROR(ArmPinnedHeap(options, /*by_default=*/false));
   BackendSetup setup;
   ASSIGN_OR_RETURN(setup.catalog, KernelCatalog::ForBackend(Backend::kCpu));
   for (int i = 0; i < options.cpu_workers; ++i) {
@@ -103,7 +108,8 @@ absl::StatusOr<BackendSetup> CreateCudaBackend(const ServerOptions& options, std
   cuda.copy_threads = options.copy_threads;
   cuda.streaming_staging = options.streaming_staging;
   cuda.staging_chunk_bytes = options.staging_chunk_bytes;
-  ArmPinnedHeap(options, /*by_default=*/true);  // before the executors, which page-lock it
+  // Before the executors, which page-lock it.
+  RETURN_IF_ERROR(ArmPinnedHeap(options, /*by_default=*/true));
   ASSIGN_OR_RETURN(setup.executors, CreateCudaExecutors(cuda));
   setup.region_backend = CreateCudaRegionBackend();
   setup.choice_reason = std::move(reason);
@@ -116,7 +122,7 @@ constexpr int kTransportOnlyWorkers = 8;
 
 absl::StatusOr<BackendSetup> CreateTransportOnlyBackend(const ServerOptions& options) {
   // The transport measured with the allocator the CUDA backend runs with.
-  ArmPinnedHeap(options, /*by_default=*/true);
+  RETURN_IF_ERROR(ArmPinnedHeap(options, /*by_default=*/true));
   BackendSetup setup;
   ASSIGN_OR_RETURN(setup.catalog,
                    KernelCatalog::ForBackend(BuiltWithCuda() ? Backend::kCuda : Backend::kCpu));
