@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""The issue-11 table from one run_throughput_suite.sh output folder.
+
+Reads attn_loadgen's CSVs (<tag>_<mode>_<B>x<S>x<H>x<D>.csv, mode one of
+transport_only, cuda, peer) and the Python client's reports
+(<tag>_cuda_<shape>_python.txt), and prints per tag (a round, with
+ROUNDS > 1) a Markdown table of requests/s (transport ceiling, attnserve,
+its share of the ceiling, the Python client, its share of attn_loadgen, the
+peer, attnserve over the peer), then each of the issue's bars as met or not
+met, with the numbers that decide it. Standard library only.
+
+  throughput_table.py <suite output folder>
+"""
+
+import csv
+import os
+import re
+import sys
+
+CSV_NAME = re.compile(r"^(?P<tag>.+)_(?P<mode>transport_only|cuda|peer)_(?P<shape>\d+(?:x\d+){3})\.csv$")
+PYTHON_NAME = re.compile(r"^(?P<tag>.+)_cuda_(?P<shape>\d+(?:x\d+){3})_python\.txt$")
+PYTHON_ROW = re.compile(r"^\s*(?P<c>\d+)\s+(?P<rps>[0-9.]+)\s")
+
+# The bars of issue 11's "Done when".
+CEILING_SHARE = 0.90  # attnserve / transport ceiling at c=32
+BIG_SEQ = 4096        # the shape with absolute bars
+BIG_C32_RPS = 150.0
+BIG_C1_RPS = 30.0
+PEER_RATIO_LOADED = 5.0  # at c >= 8
+PEER_RATIO_C1 = 2.0
+PYTHON_SHARE = 0.80
+
+
+def read_runs(folder):
+    """{tag: {shape: {source: {concurrency: requests/s}}}}, source one of
+    transport_only, cuda, peer, python."""
+    runs = {}
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        match = CSV_NAME.match(name)
+        if match:
+            table = runs.setdefault(match["tag"], {}).setdefault(match["shape"], {})
+            points = table.setdefault(match["mode"], {})
+            with open(path, newline="") as f:
+                for row in csv.DictReader(f):
+                    points[int(row["concurrency"])] = float(row["throughput_rps"])
+            continue
+        match = PYTHON_NAME.match(name)
+        if match:
+            table = runs.setdefault(match["tag"], {}).setdefault(match["shape"], {})
+            points = table.setdefault("python", {})
+            with open(path) as f:
+                for line in f:
+                    row = PYTHON_ROW.match(line)
+                    if row:
+                        points[int(row["c"])] = float(row["rps"])
+    return runs
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def fmt(value, kind):
+    if value is None:
+        return "—"
+    if kind == "rps":
+        return f"{value:.1f}"
+    if kind == "share":
+        return f"{100 * value:.0f} %"
+    return f"{value:.1f}×"
+
+
+def table(tag, shapes):
+    lines = [f"### {tag}", "",
+             "| S | c | transport ceiling | attnserve | % of ceiling | Python client | "
+             "Python / loadgen | peer | attnserve / peer |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for shape in sorted(shapes, key=lambda s: -int(s.split("x")[1])):
+        sources = shapes[shape]
+        seq = shape.split("x")[1]
+        levels = sorted({c for points in sources.values() for c in points})
+        for c in levels:
+            get = lambda source: sources.get(source, {}).get(c)
+            cuda = get("cuda")
+            lines.append(
+                f"| {seq} | {c} | {fmt(get('transport_only'), 'rps')} | {fmt(cuda, 'rps')} | "
+                f"{fmt(ratio(cuda, get('transport_only')), 'share')} | {fmt(get('python'), 'rps')} | "
+                f"{fmt(ratio(get('python'), cuda), 'share')} | {fmt(get('peer'), 'rps')} | "
+                f"{fmt(ratio(cuda, get('peer')), 'times')} |")
+    return lines
+
+
+def bars(shapes):
+    """(description, met: True/False/None when not measured, numbers)."""
+    out = []
+
+    def check(what, met, numbers):
+        out.append((what, met, numbers))
+
+    for shape in sorted(shapes, key=lambda s: -int(s.split("x")[1])):
+        sources = shapes[shape]
+        seq = int(shape.split("x")[1])
+        cuda = sources.get("cuda", {})
+        ceiling = sources.get("transport_only", {})
+        peer = sources.get("peer", {})
+        python = sources.get("python", {})
+        share = ratio(cuda.get(32), ceiling.get(32))
+        check(f"S={seq}: c=32 at >= {CEILING_SHARE:.0%} of the transport ceiling",
+              None if share is None else share >= CEILING_SHARE, fmt(share, "share"))
+        if seq == BIG_SEQ:
+            for c, floor in ((32, BIG_C32_RPS), (1, BIG_C1_RPS)):
+                value = cuda.get(c)
+                check(f"S={seq}: c={c} >= {floor:.0f} requests/s",
+                      None if value is None else value >= floor, fmt(value, "rps"))
+        for c in sorted(cuda):
+            floor = PEER_RATIO_C1 if c == 1 else PEER_RATIO_LOADED if c >= 8 else None
+            times = ratio(cuda.get(c), peer.get(c))
+            if floor is not None:
+                check(f"S={seq}: c={c} >= {floor:.0f}x the peer",
+                      None if times is None else times >= floor, fmt(times, "times"))
+            share_py = ratio(python.get(c), cuda.get(c))
+            check(f"S={seq}: c={c} Python client >= {PYTHON_SHARE:.0%} of attn_loadgen",
+                  None if share_py is None else share_py >= PYTHON_SHARE, fmt(share_py, "share"))
+        if 8 in cuda and 64 in cuda:
+            check(f"S={seq}: c=64 >= c=8", cuda[64] >= cuda[8],
+                  f"{cuda[64]:.1f} against {cuda[8]:.1f}")
+    return out
+
+
+def main(argv):
+    if len(argv) != 2 or not os.path.isdir(argv[1]):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    runs = read_runs(argv[1])
+    if not runs:
+        print(f"throughput_table.py: no loadgen CSVs in {argv[1]}", file=sys.stderr)
+        return 1
+    for tag, shapes in sorted(runs.items()):
+        print("\n".join(table(tag, shapes)))
+        print()
+        for what, met, numbers in bars(shapes):
+            verdict = "not measured" if met is None else "met" if met else "NOT MET"
+            print(f"- {what}: {verdict} ({numbers})")
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
