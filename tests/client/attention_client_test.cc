@@ -259,9 +259,14 @@ TEST_F(AttentionClientTest, ManyAsyncCallsShareOneInputAndAllComplete) {
       if (result.ok()) outputs.push_back(std::move(result->out));
     });
   }
-  absl::MutexLock lock(&mu);
-  mu.Await(absl::Condition(
-      +[](int* n) { return *n == kCalls; }, &finished));
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(+[](int* n) { return *n == kCalls; }, &finished));
+  }
+  // The callbacks use this frame's locals: the client's destructor waits
+  // until every callback has returned (and released `mu`), so the frame
+  // outlives them.
+  client_.reset();
   ASSERT_EQ(outputs.size(), static_cast<size_t>(kCalls));
   for (const std::string& out : outputs) EXPECT_EQ(out, outputs.front());
 }

@@ -219,8 +219,14 @@ TEST_F(ClientE2eTest, ConcurrentAsyncCallsAllSucceed) {
       ok += result.ok() ? 1 : 0;
     });
   }
-  absl::MutexLock lock(&mu);
-  mu.Await(absl::Condition(+[](int* n) { return *n == kCalls; }, &done));
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(+[](int* n) { return *n == kCalls; }, &done));
+  }
+  // The callbacks use this frame's locals: the client's destructor waits
+  // until every callback has returned (and released `mu`), so the frame
+  // outlives them.
+  client_.reset();
   EXPECT_EQ(ok, kCalls);
 }
 
