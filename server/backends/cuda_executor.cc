@@ -366,8 +366,10 @@ class CudaExecutor : public Executor {
     std::vector<ParallelCopier::Task> staging;
     const TensorBytes* inputs[3] = {&job.q, &job.k, &job.v};
     // Each inline input's route, decided once (for a heap, a walk over its
-    // pieces); Place follows it.
+    // pieces); Place follows it. The copies from the heap are listed here,
+    // in the same walk that stages its pieces outside the arena.
     Route routes[3] = {};
+    heap_copies_.Clear();
     for (int i = 0; i < 3; ++i) {
       if (inputs[i]->path() != TensorPath::kInline) continue;
       routes[i] = Staging(*inputs[i]);
@@ -378,17 +380,9 @@ class CudaExecutor : public Executor {
           break;
         case Route::kThroughRing:
           break;
-        case Route::kFromHeap: {
-          // Pieces outside the arena (a short read's small slice, one
-          // that found the arena full) are staged alone, at their offset.
-          int64_t offset = 0;
-          for (absl::string_view piece : inputs[i]->pieces()) {
-            const auto size = static_cast<int64_t>(piece.size());
-            if (!dma_heap_->Contains(piece)) staging.push_back({inputs[i], to + offset, offset, size});
-            offset += size;
-          }
+        case Route::kFromHeap:
+          ListHeapCopies(*inputs[i], to, static_cast<char*>(DeviceInput(i)), &staging);
           break;
-        }
       }
       if (routes[i] != Route::kFromHeap && dma_heap_.has_value()) WarnOnceOfHeapMiss(*inputs[i]);
     }
@@ -450,16 +444,45 @@ class CudaExecutor : public Executor {
     const char* v_from = nullptr;
     char* out_to = nullptr;
     char* lse_to = nullptr;
-    // Inline inputs copied through the ring, and those copied piece by
-    // piece from the page-locked heap arena (their *_from is null).
+    // Inline inputs copied through the ring, and whether some are copied
+    // piece by piece from the pinned heap's arena, by heap_copies_ (their
+    // *_from is null).
     std::vector<ChunkedUpload::Tensor> chunked;
-    struct FromHeap {
-      const TensorBytes* source;
-      void* device;        // all of source's bytes
-      const char* staged;  // where its pieces outside the arena were staged, at their offsets
-    };
-    std::vector<FromHeap> from_heap;
+    bool from_heap = false;
   };
+
+  // The device buffer of input `i` (0: q, 1: k, 2: v).
+  void* DeviceInput(int i) const {
+    const DeviceBuffer* buffers[3] = {&d_q_, &d_k_, &d_v_};
+    return buffers[i]->get();
+  }
+
+  // Lists in heap_copies_ the copies that bring `tensor`, mostly in the
+  // arena, to `device`: one per piece in the arena (gRPC 1.51 reads sockets
+  // into separate 64 KiB slices, and each block of the arena has its header
+  // in front, so no two pieces are ever adjacent: about 770 copies for 48
+  // MiB), and one per run of consecutive pieces outside it (a short read's
+  // small slice, one that found the arena full), which go through `staged`
+  // at their offsets: their staging copies are added to `staging`.
+  void ListHeapCopies(const TensorBytes& tensor, char* staged, char* device,
+                      std::vector<ParallelCopier::Task>* staging) {
+    size_t offset = 0;
+    size_t staged_from = 0, staged_bytes = 0;  // the run of staged pieces so far
+    for (absl::string_view piece : tensor.pieces()) {
+      if (dma_heap_->Contains(piece)) {
+        heap_copies_.Add(device + staged_from, staged + staged_from, staged_bytes);
+        staged_bytes = 0;
+        heap_copies_.Add(device + offset, piece.data(), piece.size());
+      } else {
+        staging->push_back({&tensor, staged + offset, static_cast<int64_t>(offset),
+                            static_cast<int64_t>(piece.size())});
+        if (staged_bytes == 0) staged_from = offset;
+        staged_bytes += piece.size();
+      }
+      offset += piece.size();
+    }
+    heap_copies_.Add(device + staged_from, staged + staged_from, staged_bytes);
+  }
 
   // With the pinned heap loaded, a tensor that was staged anyway: logged
   // once per process, with what tells the two causes apart (pieces below
@@ -508,25 +531,25 @@ class CudaExecutor : public Executor {
     const TensorBytes* inputs[3] = {&job.q, &job.k, &job.v};
     const void** read_at[3] = {&p.q, &p.k, &p.v};
     const char** from[3] = {&p.q_from, &p.k_from, &p.v_from};
-    void* buffers[3] = {d_q_.get(), d_k_.get(), d_v_.get()};
     for (int i = 0; i < 3; ++i) {
+      void* const buffer = DeviceInput(i);
       switch (inputs[i]->path()) {
         case TensorPath::kInline:
-          *read_at[i] = buffers[i];
+          *read_at[i] = buffer;
           switch (routes[i]) {
             case Route::kStagedWhole:
               *from[i] = staged + i * sizes_.tensor;
               break;
             case Route::kThroughRing:
-              p.chunked.push_back({inputs[i], buffers[i]});
+              p.chunked.push_back({inputs[i], buffer});
               break;
             case Route::kFromHeap:
-              p.from_heap.push_back({inputs[i], buffers[i], staged + i * sizes_.tensor});
+              p.from_heap = true;  // listed in heap_copies_ by RunOnStream
               break;
           }
           break;
         case TensorPath::kSystemRegion:
-          *read_at[i] = buffers[i];
+          *read_at[i] = buffer;
           *from[i] = inputs[i]->data();
           break;
         case TensorPath::kCudaRegion:
@@ -604,30 +627,7 @@ class CudaExecutor : public Executor {
     cudaStream_t stream = stream_.get();
     CUDA_RETURN_IF_ERROR(cudaEventRecord(start_.get(), stream), ordinal_);
     if (!p.chunked.empty()) RETURN_IF_ERROR(chunked_->Enqueue(p.chunked, stream));
-    // From the heap: one copy per piece in the arena (gRPC 1.51 reads
-    // sockets into separate 64 KiB slices, and each block of the arena has
-    // its header in front, so no two pieces are ever adjacent: about 770
-    // copies for 48 MiB), consecutive pieces staged (outside the arena) as
-    // one; all of them enqueued with one call (h2d_batch.h).
-    heap_copies_.Clear();
-    for (const Placement::FromHeap& tensor : p.from_heap) {
-      char* const device = static_cast<char*>(tensor.device);
-      size_t offset = 0;
-      size_t staged_from = 0, staged_bytes = 0;  // the run of staged pieces so far
-      for (absl::string_view piece : tensor.source->pieces()) {
-        if (dma_heap_->Contains(piece)) {
-          heap_copies_.Add(device + staged_from, tensor.staged + staged_from, staged_bytes);
-          staged_bytes = 0;
-          heap_copies_.Add(device + offset, piece.data(), piece.size());
-        } else {
-          if (staged_bytes == 0) staged_from = offset;
-          staged_bytes += piece.size();
-        }
-        offset += piece.size();
-      }
-      heap_copies_.Add(device + staged_from, tensor.staged + staged_from, staged_bytes);
-    }
-    RETURN_IF_ERROR(heap_copies_.Enqueue(stream));
+    if (p.from_heap) RETURN_IF_ERROR(heap_copies_.Enqueue(stream));  // one call (h2d_batch.h)
     const struct {
       const void* to;
       const char* from;
@@ -692,7 +692,7 @@ class CudaExecutor : public Executor {
   std::unique_ptr<ChunkedUpload> chunked_;
   // The pinned heap's arena, page-locked (heap_arena.h): inline inputs
   // held in it are copied to the device straight from their pieces, by
-  // heap_copies_, refilled for each request.
+  // heap_copies_, listed anew for each request (ListHeapCopies).
   std::optional<HeapArena> dma_heap_;
   H2DBatch heap_copies_;
 };

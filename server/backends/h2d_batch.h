@@ -42,7 +42,6 @@ class H2DBatch {
     from_.push_back(from);
     bytes_.push_back(bytes);
   }
-  size_t size() const { return to_.size(); }
 
   // Enqueues every copy added since Clear() on `stream` (in stream order:
   // after the work enqueued before, before the work enqueued after).
