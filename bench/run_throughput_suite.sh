@@ -13,17 +13,24 @@
 # Every loadgen run uses the client's default settings unless CLIENT_FLAGS
 # says otherwise.
 #
+# The attn_server modes of a shape run side by side, and each concurrency
+# level is measured against one after the other, REPEATS times, in reverse
+# order every other time: a point's windows and its ceiling's lie seconds
+# apart, where runs on one machine minutes apart differ by 10-15 %. The
+# table reports each point's median over its windows. The peer runs alone
+# afterwards, once per level.
+#
 #   run_throughput_suite.sh <bundle dir> <output dir>
 #   env: SHAPES ("1,4096,16,128 1,512,16,128"), LEVELS (1,8,32,64),
 #        MODES ("transport_only cuda"; also "peer"), DURATION (5s), WARMUP (2s),
-#        SERVER_FLAGS (attn_server only), SERVER_ENV (VAR=value ... for
-#        attn_server only),
-#        CLIENT_FLAGS, TAG (names the output files), PIPELINE (1: run step
-#        1), PYTHON_CLIENT (0), ROUNDS (1: each shape's modes run ROUNDS
-#        times, in reverse order every other round, files tagged
-#        <TAG>_r<round>; the same machine's rounds show the spread)
-# At the end, throughput_table.py prints the issue's table and bars from
-# the output folder.
+#        REPEATS (1: windows per point), SERVER_FLAGS (attn_server only),
+#        SERVER_ENV (VAR=value ... for attn_server only), CLIENT_FLAGS,
+#        TAG (names the output files), PIPELINE (1: run step 1),
+#        PYTHON_CLIENT (0: 1 runs the Python client's bench once per level
+#        after the windows)
+# Files: <TAG>_w<window>c<level>_<mode>_<shape>.csv per window,
+# <TAG>_<mode>_<shape>.csv for the peer, <TAG>_cuda_<shape>_python.txt; at
+# the end, throughput_table.py prints the issue's table and bars from them.
 set -uo pipefail
 bundle="$(cd "$1" && pwd)"
 out="$2"
@@ -31,24 +38,27 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mkdir -p "$out"
 # Port files apart from the results, so $out holds only what is read.
 ports="$(mktemp -d)"
-trap 'rm -rf "$ports"' EXIT
+# Running servers: mode -> pid, and mode -> name (of its files).
+declare -A pid_of name_of
+# shellcheck disable=SC2317  # called by the trap
+cleanup() {
+  local pid
+  for pid in "${pid_of[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  rm -rf "$ports"
+}
+trap cleanup EXIT
 export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 shapes="${SHAPES:-1,4096,16,128 1,512,16,128}"
 levels="${LEVELS:-1,8,32,64}"
 modes="${MODES:-transport_only cuda}"
 tag="${TAG:-default}"
-rounds="${ROUNDS:-1}"
+repeats="${REPEATS:-1}"
 status=0
 
-# One server mode under attn_loadgen (and the Python client after the cuda
-# one): run_mode <shape> <tag of the round> <mode>.
-run_mode() {
-  local shape="$1" round_tag="$2" mode="$3"
-  local name port_file server
-  name="${round_tag}_${mode}_${shape//,/x}"
-  echo "== attn_loadgen against --backend=$mode, shape $shape bf16 [$round_tag]" \
-       "server: ${SERVER_ENV:+$SERVER_ENV }${SERVER_FLAGS:-defaults}; client: ${CLIENT_FLAGS:-defaults}"
-  port_file="$ports/$name.port"
+# Starts one server in the background; its port lands in $ports/<name>.port,
+# its log in <name>.server.log. start_server <mode> <name>
+start_server() {
+  local mode="$1" name="$2" port_file="$ports/$2.port"
   rm -f "$port_file"
   if [ "$mode" = peer ]; then
     PYTHONPATH="$bundle/python" python3 "$here/peers/torch_grpc_server.py" \
@@ -59,44 +69,84 @@ run_mode() {
       --port_file="$port_file" --queue_capacity=256 --log_level=warning \
       --request_log_level=debug ${SERVER_FLAGS:-} >"$out/$name.server.log" 2>&1 &
   fi
-  server=$!
+  pid_of[$mode]=$!
+  name_of[$mode]="$name"
+}
+
+# The port of a server started by start_server, once it listens: port_of <mode>
+port_of() {
+  local port_file="$ports/${name_of[$1]}.port"
   for _ in $(seq 1 300); do [ -s "$port_file" ] && break; sleep 0.2; done
-  # shellcheck disable=SC2086
-  "$bundle/bin/attn_loadgen" --address="127.0.0.1:$(cat "$port_file")" --shape="$shape" \
-    --dtype=bf16 --concurrency="$levels" --warmup="${WARMUP:-2s}" --duration="${DURATION:-5s}" \
-    --csv="$out/$name.csv" --label="$mode $shape [$round_tag]" --progress=never ${CLIENT_FLAGS:-} \
-    >"$out/$name.txt" 2>&1 || status=1
-  cat "$out/$name.txt"
-  if [ "$mode" = cuda ] && [ "${PYTHON_CLIENT:-0}" = 1 ]; then
-    echo "== Python client (native transport) against --backend=cuda, shape $shape bf16 [$round_tag]"
-    seconds() { local d="$1"; echo "${d%s}"; }
-    PYTHONPATH="$bundle/python" \
-      python3 -m attnserve_client bench --transport=native \
-      --address="127.0.0.1:$(cat "$port_file")" --shape="$shape" --dtype=bf16 \
-      --concurrency="$levels" --warmup="$(seconds "${WARMUP:-2s}")" \
-      --duration="$(seconds "${DURATION:-5s}")" >"$out/${name}_python.txt" 2>&1 || status=1
-    cat "$out/${name}_python.txt"
-  fi
-  kill -TERM "$server"
-  wait "$server" || [ "$mode" = peer ] ||
-    { echo "attn_server ($mode) exited non-zero"; tail -5 "$out/$name.server.log"; status=1; }
+  cat "$port_file"
+}
+
+# One attn_loadgen run, its report in <csv without .csv>.txt:
+# loadgen <mode> <shape> <levels> <csv> <label>
+loadgen() {
+  local port
+  port="$(port_of "$1")"
+  # shellcheck disable=SC2086  # flag lists split on purpose
+  "$bundle/bin/attn_loadgen" --address="127.0.0.1:$port" --shape="$2" \
+    --dtype=bf16 --concurrency="$3" --warmup="${WARMUP:-2s}" --duration="${DURATION:-5s}" \
+    --csv="$4" --label="$5" --progress=never ${CLIENT_FLAGS:-} >"${4%.csv}.txt" 2>&1 || status=1
+}
+
+# Stops a server started by start_server: stop_server <mode>
+stop_server() {
+  kill -TERM "${pid_of[$1]}"
+  wait "${pid_of[$1]}" || [ "$1" = peer ] ||
+    { echo "attn_server ($1) exited non-zero"; tail -5 "$out/${name_of[$1]}.server.log"; status=1; }
+  unset "pid_of[$1]"
 }
 
 for shape in $shapes; do
+  dims="${shape//,/x}"
   if [ "${PIPELINE:-1}" = 1 ]; then
     echo "== GPU pipeline ceiling, shape $shape bf16"
     python3 "$here/pipeline_ceiling.py" --lib "$bundle/lib/libattn_c.so" --shape "$shape" ||
       status=1
   fi
-  for round in $(seq 1 "$rounds"); do
-    order="$modes"
-    if [ $((round % 2)) = 0 ]; then order="$(echo "$modes" | tr ' ' '\n' | tac | tr '\n' ' ')"; fi
-    round_tag="$tag"
-    if [ "$rounds" -gt 1 ]; then round_tag="${tag}_r$round"; fi
-    for mode in $order; do
-      run_mode "$shape" "$round_tag" "$mode"
+  served=""
+  for mode in $modes; do
+    [ "$mode" = peer ] && continue
+    served="$served $mode"
+    start_server "$mode" "${tag}_${mode}_$dims"
+  done
+  echo "== attn_loadgen against --backend={${served# }}, shape $shape bf16, $repeats window(s) per point;" \
+       "server: ${SERVER_ENV:+$SERVER_ENV }${SERVER_FLAGS:-defaults}; client: ${CLIENT_FLAGS:-defaults}"
+  turn=0
+  for window in $(seq 1 "$repeats"); do
+    for level in ${levels//,/ }; do
+      order="$served"
+      if [ $((turn % 2)) = 1 ]; then order="$(echo "$served" | tr ' ' '\n' | tac | tr '\n' ' ')"; fi
+      turn=$((turn + 1))
+      for mode in $order; do
+        csv="$out/${tag}_w${window}c${level}_${mode}_$dims.csv"
+        loadgen "$mode" "$shape" "$level" "$csv" "$mode $shape [$tag w$window]"
+        # The report's line for its level (all of it if the run failed early).
+        grep -E "^c=" "${csv%.csv}.txt" | sed "s/^/$mode w$window /" | grep . ||
+          cat "${csv%.csv}.txt"
+      done
     done
   done
+  if [[ " $served " == *" cuda "* ]] && [ "${PYTHON_CLIENT:-0}" = 1 ]; then
+    echo "== Python client (native transport) against --backend=cuda, shape $shape bf16 [$tag]"
+    seconds() { local d="$1"; echo "${d%s}"; }
+    PYTHONPATH="$bundle/python" \
+      python3 -m attnserve_client bench --transport=native \
+      --address="127.0.0.1:$(port_of cuda)" --shape="$shape" --dtype=bf16 \
+      --concurrency="$levels" --warmup="$(seconds "${WARMUP:-2s}")" \
+      --duration="$(seconds "${DURATION:-5s}")" >"$out/${tag}_cuda_${dims}_python.txt" 2>&1 || status=1
+    cat "$out/${tag}_cuda_${dims}_python.txt"
+  fi
+  for mode in $served; do stop_server "$mode"; done
+  if [[ " $modes " == *" peer "* ]]; then
+    echo "== attn_loadgen against the peer, shape $shape bf16 [$tag]"
+    start_server peer "${tag}_peer_$dims"
+    loadgen peer "$shape" "$levels" "$out/${tag}_peer_$dims.csv" "peer $shape [$tag]"
+    cat "$out/${tag}_peer_$dims.txt"
+    stop_server peer
+  fi
 done
 /usr/bin/env python3 "$here/throughput_table.py" "$out" || status=1
 exit $status

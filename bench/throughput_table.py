@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """The issue-11 table from one run_throughput_suite.sh output folder.
 
-Reads attn_loadgen's CSVs (<tag>_<mode>_<B>x<S>x<H>x<D>.csv, mode one of
-transport_only, cuda, peer) and the Python client's reports
-(<tag>_cuda_<shape>_python.txt), and prints per tag (a round, with
-ROUNDS > 1) a Markdown table of requests/s (transport ceiling, attnserve,
-its share of the ceiling, the Python client, its share of attn_loadgen, the
-peer, attnserve over the peer), then each of the issue's bars as met or not
-met, with the numbers that decide it. Standard library only.
+Reads attn_loadgen's CSVs (<tag>_<mode>_<B>x<S>x<H>x<D>.csv, or
+<tag>_w<window>c<level>_<mode>_<shape>.csv for one window of one level;
+mode one of transport_only, cuda, peer) and the Python client's reports
+(<tag>_cuda_<shape>_python.txt), and prints per tag a Markdown table of
+requests/s (transport ceiling, attnserve, its share of the ceiling, the
+Python client, its share of attn_loadgen, the peer, attnserve over the
+peer), each point the median of its windows, then every window's numbers,
+then each of the issue's bars as met or not met, with the numbers that
+decide it. Standard library only.
 
   throughput_table.py <suite output folder>
 """
@@ -15,9 +17,10 @@ met, with the numbers that decide it. Standard library only.
 import csv
 import os
 import re
+import statistics
 import sys
 
-CSV_NAME = re.compile(r"^(?P<tag>.+)_(?P<mode>transport_only|cuda|peer)_(?P<shape>\d+(?:x\d+){3})\.csv$")
+CSV_NAME = re.compile(r"^(?P<tag>.+?)(?:_w(?P<window>\d+)c\d+)?_(?P<mode>transport_only|cuda|peer)_(?P<shape>\d+(?:x\d+){3})\.csv$")
 PYTHON_NAME = re.compile(r"^(?P<tag>.+)_cuda_(?P<shape>\d+(?:x\d+){3})_python\.txt$")
 PYTHON_ROW = re.compile(r"^\s*(?P<c>\d+)\s+(?P<rps>[0-9.]+)\s")
 
@@ -32,10 +35,12 @@ PYTHON_SHARE = 0.80
 
 
 def read_runs(folder):
-    """{tag: {shape: {source: {concurrency: requests/s}}}}, source one of
-    transport_only, cuda, peer, python."""
+    """{tag: {shape: {source: {concurrency: [requests/s of each window]}}}},
+    source one of transport_only, cuda, peer, python; windows in the order
+    of their number."""
     runs = {}
-    for name in sorted(os.listdir(folder)):
+    window_of = lambda name: int(CSV_NAME.match(name)["window"] or 0) if CSV_NAME.match(name) else 0
+    for name in sorted(os.listdir(folder), key=lambda name: (window_of(name), name)):
         path = os.path.join(folder, name)
         match = CSV_NAME.match(name)
         if match:
@@ -43,7 +48,8 @@ def read_runs(folder):
             points = table.setdefault(match["mode"], {})
             with open(path, newline="") as f:
                 for row in csv.DictReader(f):
-                    points[int(row["concurrency"])] = float(row["throughput_rps"])
+                    points.setdefault(int(row["concurrency"]), []).append(
+                        float(row["throughput_rps"]))
             continue
         match = PYTHON_NAME.match(name)
         if match:
@@ -53,8 +59,37 @@ def read_runs(folder):
                 for line in f:
                     row = PYTHON_ROW.match(line)
                     if row:
-                        points[int(row["c"])] = float(row["rps"])
+                        points.setdefault(int(row["c"]), []).append(float(row["rps"]))
     return runs
+
+
+def medians(shapes):
+    """The same tree with each point's windows replaced by their median."""
+    return {shape: {source: {c: statistics.median(values) for c, values in points.items()}
+                    for source, points in sources.items()}
+            for shape, sources in shapes.items()}
+
+
+def spread(shapes):
+    """Lines listing each window of every point measured more than once, and
+    attnserve's share of the ceiling window by window."""
+    lines = []
+    for shape in sorted(shapes, key=lambda s: -int(s.split("x")[1])):
+        sources = shapes[shape]
+        seq = shape.split("x")[1]
+        for c in sorted({c for points in sources.values() for c in points}):
+            windows = {source: points[c] for source, points in sources.items()
+                       if len(points.get(c, [])) > 1}
+            if not windows:
+                continue
+            parts = [f"{source} " + " / ".join(f"{v:.1f}" for v in values)
+                     for source, values in sorted(windows.items())]
+            pairs = zip(windows.get("cuda", []), windows.get("transport_only", []))
+            shares = [ratio(cuda, ceiling) for cuda, ceiling in pairs]
+            if shares:
+                parts.append("share " + " / ".join(fmt(share, "share") for share in shares))
+            lines.append(f"- S={seq}, c={c}: " + "; ".join(parts))
+    return lines
 
 
 def ratio(a, b):
@@ -136,9 +171,15 @@ def main(argv):
     if not runs:
         print(f"throughput_table.py: no loadgen CSVs in {argv[1]}", file=sys.stderr)
         return 1
-    for tag, shapes in sorted(runs.items()):
+    for tag, windows in sorted(runs.items()):
+        shapes = medians(windows)
         print("\n".join(table(tag, shapes)))
         print()
+        lines = spread(windows)
+        if lines:
+            print("Each point above is the median of its windows (requests/s, in the order run):")
+            print("\n".join(lines))
+            print()
         for what, met, numbers in bars(shapes):
             verdict = "not measured" if met is None else "met" if met else "NOT MET"
             print(f"- {what}: {verdict} ({numbers})")

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""bench/throughput_table.py on a made-up suite folder: two rounds, both
-shapes; the table's numbers and shares, each bar met or not met as the
+"""bench/throughput_table.py on a made-up suite folder: two tags, both
+shapes, and a third tag measured in windows; the table's numbers and shares,
+each point the median of its windows, each bar met or not met as the
 numbers decide, a bar with no measurement said so, and a usage error."""
 
 import os
@@ -47,6 +48,11 @@ def main():
         # Round r2: only the ceiling and attnserve.
         write_csv(folder, f"r2_transport_only_{big}.csv", {32: 300})
         write_csv(folder, f"r2_cuda_{big}.csv", {32: 280})
+        # Tag w: three windows of c=32 (medians 300 and 260: 87 %) and one of c=8.
+        for window, ceiling, cuda in ((1, 300, 260), (2, 280, 290), (3, 310, 250)):
+            write_csv(folder, f"w_w{window}c32_transport_only_{big}.csv", {32: ceiling})
+            write_csv(folder, f"w_w{window}c32_cuda_{big}.csv", {32: cuda})
+        write_csv(folder, f"w_w1c8_cuda_{big}.csv", {8: 199})
         # Not the suite's: ignored.
         write_csv(folder, "notes.csv", {1: 1})
 
@@ -65,9 +71,17 @@ def main():
             "- S=512: c=32 at >= 90% of the transport ceiling: NOT MET (85 %)",
             "- S=4096: c=32 Python client >= 80% of attn_loadgen: not measured (—)",
             "- S=4096: c=32 at >= 90% of the transport ceiling: met (93 %)",
+            "### w",
+            "| 4096 | 32 | 300.0 | 260.0 | 87 % | — | — | — | — |",
+            "| 4096 | 8 | — | 199.0 | — | — | — | — | — |",
+            "- S=4096, c=32: cuda 260.0 / 290.0 / 250.0; transport_only 300.0 / 280.0 / 310.0;"
+            " share 87 % / 104 % / 81 %",
+            "- S=4096: c=32 at >= 90% of the transport ceiling: NOT MET (87 %)",
         ]:
             expect(line in out, f"line {line!r}", out)
         expect("notes" not in out, "other CSVs are ignored", out)
+        expect("### w_w" not in out and "S=4096, c=8:" not in out,
+               "windows belong to their tag; a point measured once has no spread line", out)
 
         usage = run()
         expect(usage.returncode == 2 and "throughput_table.py" in usage.stderr, "usage error",
