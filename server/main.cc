@@ -104,6 +104,11 @@ ABSL_FLAG(int64_t, staging_chunk_bytes, attn::server::ServerOptions{}.staging_ch
           "bytes at a time, through a ring of four pinned slots that stays in the CPU's cache "
           "(each chunk's copy overlaps the previous chunk's DMA); 0 stages a request's tensors "
           "whole, then copies them.");
+ABSL_FLAG(bool, transport_only_fresh_outputs,
+          attn::server::ServerOptions{}.transport_only_fresh_outputs,
+          "--backend=transport_only: write each response's NaN output into memory of its own, "
+          "as a real backend's output is (--notransport_only_fresh_outputs: lend every response "
+          "one shared buffer, which stays in the CPU's caches).");
 ABSL_FLAG(int64_t, pinned_heap_bytes, attn::server::ServerOptions{}.pinned_heap_bytes,
           "Arena of the pinned heap, this server's allocator for blocks of 64 KiB and more "
           "(gRPC's receive buffers among them): the CUDA backend page-locks it, so request "
@@ -213,6 +218,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   options->copy_threads = absl::GetFlag(FLAGS_copy_threads);
   options->streaming_staging = absl::GetFlag(FLAGS_streaming_staging);
   options->staging_chunk_bytes = absl::GetFlag(FLAGS_staging_chunk_bytes);
+  options->transport_only_fresh_outputs = absl::GetFlag(FLAGS_transport_only_fresh_outputs);
   options->pinned_heap_bytes = absl::GetFlag(FLAGS_pinned_heap_bytes);
   options->completion_threads = absl::GetFlag(FLAGS_completion_threads);
   options->cpu_threads = absl::GetFlag(FLAGS_cpu_threads);

@@ -130,6 +130,13 @@ struct ServerOptions {
   // previous chunk's DMA (backends/chunked_upload.h); 0 stages a request's
   // inputs whole, then copies them.
   int64_t staging_chunk_bytes = 0;
+  // transport_only backend (a measurement mode): each response's output is
+  // written into memory of its own, as a real backend's is (the CUDA one's
+  // D2H lands in fresh pinned ranges), so sending it reads memory, not a
+  // cache-resident copy; false lends every response one shared NaN buffer,
+  // which stays in the CPU's caches and so measures a transport cheaper
+  // than any real response's (bench/RESULTS.md, 2026-12-02 sixth run).
+  bool transport_only_fresh_outputs = true;
   // The pinned heap (pinned_heap/pinned_heap.h), attn_server's malloc: an
   // arena of this many bytes serves every allocation of 64 KiB and more,
   // gRPC's receive buffers among them; the CUDA backend page-locks it, so

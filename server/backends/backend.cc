@@ -131,7 +131,8 @@ absl::StatusOr<BackendSetup> CreateTransportOnlyBackend(const ServerOptions& opt
   auto nan_bytes = std::make_shared<const std::string>(
       static_cast<size_t>(options.limits.MaxTensorBytes()), static_cast<char>(kOutputPoisonByte));
   for (int i = 0; i < kTransportOnlyWorkers; ++i) {
-    setup.executors.push_back(std::make_unique<TransportOnlyExecutor>(i, nan_bytes));
+    setup.executors.push_back(std::make_unique<TransportOnlyExecutor>(
+        i, nan_bytes, options.transport_only_fresh_outputs));
   }
   setup.backend_name = kTransportOnlyBackendName;
   setup.choice_reason = "--backend=transport_only";

@@ -1,6 +1,7 @@
 #include "backends/transport_only_executor.h"
 
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -24,12 +25,28 @@ class NaNOutput : public OutputBuffer {
   const size_t out_, lse_;
 };
 
+// O and the LSE in a buffer of their own, every byte NaN.
+class FreshNaNOutput : public OutputBuffer {
+ public:
+  FreshNaNOutput(size_t out, size_t lse) : bytes_(new char[out + lse]), out_(out), lse_(lse) {
+    std::memset(bytes_.get(), kNaNByte, out + lse);
+  }
+  absl::string_view out() const override { return absl::string_view(bytes_.get(), out_); }
+  absl::string_view lse() const override { return absl::string_view(bytes_.get() + out_, lse_); }
+
+ private:
+  const std::unique_ptr<char[]> bytes_;
+  const size_t out_, lse_;
+};
+
 }  // namespace
 
 TransportOnlyExecutor::TransportOnlyExecutor(int index,
-                                             std::shared_ptr<const std::string> nan_bytes)
+                                             std::shared_ptr<const std::string> nan_bytes,
+                                             bool fresh_outputs)
     : name_(absl::StrCat("transport_only worker ", index, " (no compute)")),
-      nan_bytes_(std::move(nan_bytes)) {}
+      nan_bytes_(std::move(nan_bytes)),
+      fresh_outputs_(fresh_outputs) {}
 
 absl::Status TransportOnlyExecutor::Run(Job& job) {
   const size_t out = static_cast<size_t>(job.spec.QBytes());
@@ -37,8 +54,10 @@ absl::Status TransportOnlyExecutor::Run(Job& job) {
   // Outputs in system regions get NaN there (CUDA regions are refused at
   // registration on this backend); the rest go into the response.
   const bool in_region = job.out_place.in_region() || job.lse_place.in_region();
-  if (job.takes_output_buffer && !in_region && out <= nan_bytes_->size() &&
-      lse <= nan_bytes_->size()) {
+  if (job.takes_output_buffer && !in_region && fresh_outputs_) {
+    job.output = std::make_unique<FreshNaNOutput>(out, lse);
+  } else if (job.takes_output_buffer && !in_region && out <= nan_bytes_->size() &&
+             lse <= nan_bytes_->size()) {
     job.output = std::make_unique<NaNOutput>(nan_bytes_, out, lse);
   } else {
     if (job.out_place.in_region()) {

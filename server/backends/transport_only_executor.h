@@ -23,16 +23,21 @@ inline constexpr char kTransportOnlyBackendName[] =
 class TransportOnlyExecutor : public Executor {
  public:
   // `nan_bytes`: at least the largest output (or LSE) a request may have,
-  // every byte 0xff; shared by the executors and lent to the front end as is
-  // (no pass over the output per request, as the CUDA executor lends the
-  // memory it copied O into).
-  TransportOnlyExecutor(int index, std::shared_ptr<const std::string> nan_bytes);
+  // every byte 0xff, shared by the executors. With `fresh_outputs` each
+  // response's output is a buffer of its own, filled with NaN by the worker
+  // and lent to the front end (as the CUDA executor lends the pinned range
+  // it copied O into), so gRPC sends it from memory as it would a real
+  // output; without, `nan_bytes` itself is lent to every response, and
+  // sending it reads bytes the CPU's caches keep.
+  TransportOnlyExecutor(int index, std::shared_ptr<const std::string> nan_bytes,
+                        bool fresh_outputs);
   absl::Status Run(Job& job) override;
   std::string Name() const override { return name_; }
 
  private:
   const std::string name_;
   const std::shared_ptr<const std::string> nan_bytes_;
+  const bool fresh_outputs_;
 };
 
 }  // namespace attn::server

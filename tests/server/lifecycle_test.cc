@@ -217,10 +217,13 @@ TEST(LifecycleTest, BadFlagValueFailsStartup) {
 }
 
 // The measurement mode: requests are checked as on the real backend, nothing
-// is computed, and every output element and the response say so.
-TEST(LifecycleTest, TransportOnlyBackendChecksRequestsAndAnswersNaN) {
+// is computed, and every output element and the response say so; with each
+// response's output in a buffer of its own (the default) or in a shared one.
+class TransportOnlyTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TransportOnlyTest, ChecksRequestsAndAnswersNaN) {
   ServerProcess::Options options;
-  options.flags = {"--backend=transport_only"};
+  options.flags = {"--backend=transport_only", GetParam()};
   auto server = ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = pb::Attention::NewStub((*server)->NewChannel());
@@ -242,6 +245,9 @@ TEST(LifecycleTest, TransportOnlyBackendChecksRequestsAndAnswersNaN) {
                           [](char c) { return c == '\xff'; }))
       << "an output element is not the NaN poison";
   EXPECT_EQ(response.lse().size(), request.q().size() / 2 / 64 * 4);  // one float per row
+  EXPECT_TRUE(std::all_of(response.lse().begin(), response.lse().end(),
+                          [](char c) { return c == '\xff'; }))
+      << "an LSE element is not the NaN poison";
 
   // Checked like any request: a wrong byte count is refused, naming q.
   pb::AttendRequest bad = SmallRequest("transport-bad");
@@ -251,6 +257,10 @@ TEST(LifecycleTest, TransportOnlyBackendChecksRequestsAndAnswersNaN) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_TRUE(absl::StrContains(refused.error_message(), "q has")) << refused.error_message();
 }
+
+INSTANTIATE_TEST_SUITE_P(Outputs, TransportOnlyTest,
+                         ::testing::Values("--transport_only_fresh_outputs",
+                                           "--notransport_only_fresh_outputs"));
 
 TEST(LifecycleTest, CudaBackendWithoutDeviceFailsStartup) {
   if (!ListCudaDevices().empty()) GTEST_SKIP() << "a CUDA device is visible";
