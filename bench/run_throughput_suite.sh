@@ -18,12 +18,15 @@
 # order every other time: a point's windows and its ceiling's lie seconds
 # apart, where runs on one machine minutes apart differ by 10-15 %. The
 # table reports each point's median over its windows. The peer runs alone
-# afterwards, once per level.
+# afterwards, once per level, with a warm-up of PEER_WARMUP (10s): at
+# concurrency 64 its requests take 7-9 s, and loadgen measures the requests
+# sent in the window, which a shorter warm-up leaves none of.
 #
 #   run_throughput_suite.sh <bundle dir> <output dir>
 #   env: SHAPES ("1,4096,16,128 1,512,16,128"), LEVELS (1,8,32,64),
 #        MODES ("transport_only cuda"; also "peer"), DURATION (5s), WARMUP (2s),
-#        REPEATS (1: windows per point), SERVER_FLAGS (attn_server only),
+#        REPEATS (1: windows per point), PEER_WARMUP (10s),
+#        SERVER_FLAGS (attn_server only),
 #        SERVER_ENV (VAR=value ... for attn_server only), CLIENT_FLAGS,
 #        TAG (names the output files), PIPELINE (1: run step 1),
 #        PYTHON_CLIENT (0: 1 runs the Python client's bench once per level
@@ -83,11 +86,12 @@ port_of() {
 # One attn_loadgen run, its report in <csv without .csv>.txt:
 # loadgen <mode> <shape> <levels> <csv> <label>
 loadgen() {
-  local port
+  local port warmup="${WARMUP:-2s}"
+  [ "$1" = peer ] && warmup="${PEER_WARMUP:-10s}"
   port="$(port_of "$1")"
   # shellcheck disable=SC2086  # flag lists split on purpose
   "$bundle/bin/attn_loadgen" --address="127.0.0.1:$port" --shape="$2" \
-    --dtype=bf16 --concurrency="$3" --warmup="${WARMUP:-2s}" --duration="${DURATION:-5s}" \
+    --dtype=bf16 --concurrency="$3" --warmup="$warmup" --duration="${DURATION:-5s}" \
     --csv="$4" --label="$5" --progress=never ${CLIENT_FLAGS:-} >"${4%.csv}.txt" 2>&1 || status=1
 }
 
