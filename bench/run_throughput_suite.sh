@@ -18,21 +18,24 @@
 # order every other time: a point's windows and its ceiling's lie seconds
 # apart, where runs on one machine minutes apart differ by 10-15 %. The
 # table reports each point's median over its windows. The peer runs alone
-# afterwards, once per level, with a warm-up of PEER_WARMUP (10s): at
-# concurrency 64 its requests take 7-9 s, and loadgen measures the requests
-# sent in the window, which a shorter warm-up leaves none of.
+# afterwards, once per level, each level its own loadgen run with a warm-up
+# of a third of a second per request in flight (at least WARMUP) and a
+# window of at least 5 s: loadgen measures the requests sent in the window,
+# a closed loop sends one when another completes, and the peer, receiving
+# every request at once through Python, completes none of its first 64 at
+# S=4096 within 13 s (a 10 s warm-up and a 3 s window measured nothing on
+# the H200, 2026-12-02 sixth run).
 #
 #   run_throughput_suite.sh <bundle dir> <output dir>
 #   env: SHAPES ("1,4096,16,128 1,512,16,128"), LEVELS (1,8,32,64),
 #        MODES ("transport_only cuda"; also "peer"), DURATION (5s), WARMUP (2s),
-#        REPEATS (1: windows per point), PEER_WARMUP (10s),
-#        SERVER_FLAGS (attn_server only),
+#        REPEATS (1: windows per point), SERVER_FLAGS (attn_server only),
 #        SERVER_ENV (VAR=value ... for attn_server only), CLIENT_FLAGS,
 #        TAG (names the output files), PIPELINE (1: run step 1),
 #        PYTHON_CLIENT (0: 1 runs the Python client's bench once per level
 #        after the windows)
 # Files: <TAG>_w<window>c<level>_<mode>_<shape>.csv per window,
-# <TAG>_<mode>_<shape>.csv for the peer, <TAG>_cuda_<shape>_python.txt; at
+# <TAG>_w1c<level>_peer_<shape>.csv for the peer, <TAG>_cuda_<shape>_python.txt; at
 # the end, throughput_table.py prints the issue's table and bars from them.
 set -uo pipefail
 bundle="$(cd "$1" && pwd)"
@@ -84,14 +87,14 @@ port_of() {
 }
 
 # One attn_loadgen run, its report in <csv without .csv>.txt:
-# loadgen <mode> <shape> <levels> <csv> <label>
+# loadgen <mode> <shape> <levels> <csv> <label> [<warm-up> <duration>]
 loadgen() {
-  local port warmup="${WARMUP:-2s}"
-  [ "$1" = peer ] && warmup="${PEER_WARMUP:-10s}"
+  local port
   port="$(port_of "$1")"
   # shellcheck disable=SC2086  # flag lists split on purpose
   "$bundle/bin/attn_loadgen" --address="127.0.0.1:$port" --shape="$2" \
-    --dtype=bf16 --concurrency="$3" --warmup="$warmup" --duration="${DURATION:-5s}" \
+    --dtype=bf16 --concurrency="$3" --warmup="${6:-${WARMUP:-2s}}" \
+    --duration="${7:-${DURATION:-5s}}" \
     --csv="$4" --label="$5" --progress=never ${CLIENT_FLAGS:-} >"${4%.csv}.txt" 2>&1 || status=1
 }
 
@@ -147,8 +150,16 @@ for shape in $shapes; do
   if [[ " $modes " == *" peer "* ]]; then
     echo "== attn_loadgen against the peer, shape $shape bf16 [$tag]"
     start_server peer "${tag}_peer_$dims"
-    loadgen peer "$shape" "$levels" "$out/${tag}_peer_$dims.csv" "peer $shape [$tag]"
-    cat "$out/${tag}_peer_$dims.txt"
+    for level in ${levels//,/ }; do
+      warmup="${WARMUP:-2s}"; warmup="${warmup%s}"; warmup="${warmup%.*}"
+      [ $((level / 3)) -gt "$warmup" ] && warmup=$((level / 3))
+      duration="${DURATION:-5s}"; duration="${duration%s}"; duration="${duration%.*}"
+      [ "$duration" -lt 5 ] && duration=5
+      csv="$out/${tag}_w1c${level}_peer_$dims.csv"
+      loadgen peer "$shape" "$level" "$csv" "peer $shape [$tag]" "${warmup}s" "${duration}s"
+      grep -E "^c=" "${csv%.csv}.txt" | sed "s/^/peer (warm-up ${warmup}s) /" | grep . ||
+        cat "${csv%.csv}.txt"
+    done
     stop_server peer
   fi
 done
