@@ -9,7 +9,10 @@
 #      and, with PYTHON_CLIENT=1, the Python client's bench (native
 #      transport) against the same server;
 #   4. mode "peer": bench/peers/torch_grpc_server.py (Python grpcio +
-#      PyTorch SDPA) under the same attn_loadgen.
+#      PyTorch SDPA) under the same attn_loadgen;
+#   5. mode "cuda_batched": attn_server --backend=cuda
+#      --batch_delay_us=BATCH_DELAY_US (200), interleaved with the others
+#      (any <backend>_batched works the same way).
 # Every loadgen run uses the client's default settings unless CLIENT_FLAGS
 # says otherwise.
 #
@@ -28,7 +31,8 @@
 #
 #   run_throughput_suite.sh <bundle dir> <output dir>
 #   env: SHAPES ("1,4096,16,128 1,512,16,128"), LEVELS (1,8,32,64),
-#        MODES ("transport_only cuda"; also "peer"), DURATION (5s), WARMUP (2s),
+#        MODES ("transport_only cuda"; also "peer", "cuda_batched"),
+#        DURATION (5s), WARMUP (2s), BATCH_DELAY_US (200),
 #        REPEATS (1: windows per point), SERVER_FLAGS (attn_server only),
 #        SERVER_ENV (VAR=value ... for attn_server only), CLIENT_FLAGS,
 #        TAG (names the output files), PIPELINE (1: run step 1),
@@ -70,10 +74,15 @@ start_server() {
     PYTHONPATH="$bundle/python" python3 "$here/peers/torch_grpc_server.py" \
       --port_file="$port_file" >"$out/$name.server.log" 2>&1 &
   else
+    local backend="$mode" batching=""
+    if [[ "$mode" == *_batched ]]; then
+      backend="${mode%_batched}"
+      batching="--batch_delay_us=${BATCH_DELAY_US:-200}"
+    fi
     # shellcheck disable=SC2086  # flag lists split on purpose
-    env ${SERVER_ENV:-} "$bundle/bin/attn_server" --backend="$mode" --listen=127.0.0.1:0 \
+    env ${SERVER_ENV:-} "$bundle/bin/attn_server" --backend="$backend" --listen=127.0.0.1:0 \
       --port_file="$port_file" --queue_capacity=256 --log_level=warning \
-      --request_log_level=debug ${SERVER_FLAGS:-} >"$out/$name.server.log" 2>&1 &
+      --request_log_level=debug ${SERVER_FLAGS:-} $batching >"$out/$name.server.log" 2>&1 &
   fi
   pid_of[$mode]=$!
   name_of[$mode]="$name"

@@ -3,7 +3,8 @@
 
 Reads attn_loadgen's CSVs (<tag>_<mode>_<B>x<S>x<H>x<D>.csv, or
 <tag>_w<window>c<level>_<mode>_<shape>.csv for one window of one level;
-mode one of transport_only, cuda, peer) and the Python client's reports
+mode one of transport_only, cuda, cuda_batched, peer) and the Python
+client's reports
 (<tag>_cuda_<shape>_python.txt), and prints per tag a Markdown table of
 requests/s (transport ceiling, attnserve, its share of the ceiling, the
 Python client, its share of attn_loadgen, the peer, attnserve over the
@@ -20,7 +21,7 @@ import re
 import statistics
 import sys
 
-CSV_NAME = re.compile(r"^(?P<tag>.+?)(?:_w(?P<window>\d+)c\d+)?_(?P<mode>transport_only|cuda|peer)_(?P<shape>\d+(?:x\d+){3})\.csv$")
+CSV_NAME = re.compile(r"^(?P<tag>.+?)(?:_w(?P<window>\d+)c\d+)?_(?P<mode>transport_only|cuda_batched|cuda|peer)_(?P<shape>\d+(?:x\d+){3})\.csv$")
 PYTHON_NAME = re.compile(r"^(?P<tag>.+)_cuda_(?P<shape>\d+(?:x\d+){3})_python\.txt$")
 PYTHON_ROW = re.compile(r"^\s*(?P<c>\d+)\s+(?P<rps>[0-9.]+)\s")
 
@@ -32,6 +33,8 @@ BIG_C1_RPS = 30.0
 PEER_RATIO_LOADED = 5.0  # at c >= 8
 PEER_RATIO_C1 = 2.0
 PYTHON_SHARE = 0.80
+BATCH_SEQ = 512       # batching's bar: this shape at c=32
+BATCH_GAIN = 3.0
 
 
 def read_runs(folder):
@@ -126,6 +129,24 @@ def table(tag, shapes):
     return lines
 
 
+def batching(shapes):
+    """A table of the batched server against the unbatched one and the
+    ceiling, when the batched one was measured."""
+    lines = []
+    for shape in sorted(shapes, key=lambda s: -int(s.split("x")[1])):
+        sources = shapes[shape]
+        batched = sources.get("cuda_batched", {})
+        for c in sorted(batched):
+            cuda = sources.get("cuda", {}).get(c)
+            lines.append(
+                f"| {shape.split('x')[1]} | {c} | {fmt(sources.get('transport_only', {}).get(c), 'rps')} | "
+                f"{fmt(cuda, 'rps')} | {fmt(batched[c], 'rps')} | {fmt(ratio(batched[c], cuda), 'times')} |")
+    if not lines:
+        return []
+    return ["| S | c | transport ceiling | unbatched | batched | batched / unbatched |",
+            "|---|---|---|---|---|---|"] + lines
+
+
 def bars(shapes):
     """(description, met: True/False/None when not measured, numbers)."""
     out = []
@@ -160,6 +181,25 @@ def bars(shapes):
         if 8 in cuda and 64 in cuda:
             check(f"S={seq}: c=64 >= c=8", cuda[64] >= cuda[8],
                   f"{cuda[64]:.1f} against {cuda[8]:.1f}")
+        if seq == BATCH_SEQ:
+            # Met by the gain, or shown bounded: the transport alone cannot
+            # carry the gain's throughput.
+            batched, unbatched, top = (sources.get("cuda_batched", {}).get(32), cuda.get(32),
+                                       ceiling.get(32))
+            gain = ratio(batched, unbatched)
+            what = (f"S={seq}: c=32 batching >= {BATCH_GAIN:.0f}x unbatched, "
+                    "or the transport ceiling below that")
+            if gain is None:
+                check(what, None, "—")
+            elif gain >= BATCH_GAIN:
+                check(what, True, fmt(gain, "times"))
+            elif top is not None:
+                bounded = top < BATCH_GAIN * unbatched
+                check(what, bounded,
+                      f"{fmt(gain, 'times')}; {BATCH_GAIN:.0f}x unbatched = "
+                      f"{BATCH_GAIN * unbatched:.1f} {'>' if bounded else '<='} ceiling {top:.1f}")
+            else:
+                check(what, False, fmt(gain, "times"))
     return out
 
 
@@ -175,6 +215,12 @@ def main(argv):
         shapes = medians(windows)
         print("\n".join(table(tag, shapes)))
         print()
+        lines = batching(shapes)
+        if lines:
+            print("Batching (`--batch_delay_us`):")
+            print()
+            print("\n".join(lines))
+            print()
         lines = spread(windows)
         if lines:
             print("Each point above is the median of its windows (requests/s, in the order run):")

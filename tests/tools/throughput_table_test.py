@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """bench/throughput_table.py on a made-up suite folder: two tags, both
-shapes, and a third tag measured in windows; the table's numbers and shares,
+shapes, a third tag measured in windows, two more for batching's bar (met by
+its gain, not met with a ceiling that would carry it); the table's numbers
+and shares,
 each point the median of its windows, each bar met or not met as the
 numbers decide, a bar with no measurement said so, and a usage error."""
 
@@ -45,6 +47,14 @@ def main():
                     "          8        50.0    3.3    36.0    56.0      0\n")
         write_csv(folder, f"r1_transport_only_{small}.csv", {32: 2000})
         write_csv(folder, f"r1_cuda_{small}.csv", {32: 1700})
+        # Batching: 1.1x, but 3x unbatched (5100) is beyond the ceiling (2000).
+        write_csv(folder, f"r1_cuda_batched_{small}.csv", {32: 1800})
+        # Tag b: batching 4x; tag n: 1.5x with a ceiling that would carry 3x.
+        write_csv(folder, f"b_cuda_{small}.csv", {32: 100})
+        write_csv(folder, f"b_w1c32_cuda_batched_{small}.csv", {32: 400})
+        write_csv(folder, f"n_transport_only_{small}.csv", {32: 5000})
+        write_csv(folder, f"n_cuda_{small}.csv", {32: 1000})
+        write_csv(folder, f"n_cuda_batched_{small}.csv", {32: 1500})
         # Round r2: only the ceiling and attnserve.
         write_csv(folder, f"r2_transport_only_{big}.csv", {32: 300})
         write_csv(folder, f"r2_cuda_{big}.csv", {32: 280})
@@ -71,6 +81,13 @@ def main():
             "- S=512: c=32 at >= 90% of the transport ceiling: NOT MET (85 %)",
             "- S=4096: c=32 Python client >= 80% of attn_loadgen: not measured (—)",
             "- S=4096: c=32 at >= 90% of the transport ceiling: met (93 %)",
+            "| 512 | 32 | 2000.0 | 1700.0 | 1800.0 | 1.1× |",
+            "- S=512: c=32 batching >= 3x unbatched, or the transport ceiling below that: met"
+            " (1.1×; 3x unbatched = 5100.0 > ceiling 2000.0)",
+            "- S=512: c=32 batching >= 3x unbatched, or the transport ceiling below that: met (4.0×)",
+            "- S=512: c=32 batching >= 3x unbatched, or the transport ceiling below that: NOT MET"
+            " (1.5×; 3x unbatched = 3000.0 <= ceiling 5000.0)",
+            "- S=4096: c=32 at >= 90% of the transport ceiling: met (96 %)",
             "### w",
             "| 4096 | 32 | 300.0 | 260.0 | 87 % | — | — | — | — |",
             "| 4096 | 8 | — | 199.0 | — | — | — | — | — |",
@@ -80,6 +97,7 @@ def main():
         ]:
             expect(line in out, f"line {line!r}", out)
         expect("notes" not in out, "other CSVs are ignored", out)
+        expect("### b_w1" not in out, "a batched window belongs to its tag", out)
         expect("### w_w" not in out and "S=4096, c=8:" not in out,
                "windows belong to their tag; a point measured once has no spread line", out)
 
