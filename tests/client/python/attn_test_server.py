@@ -10,9 +10,11 @@ sends SIGTERM and waits, killing the server if it does not stop in time.
 with (TLS roots for a TLS server).
 """
 
+import faulthandler
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -20,6 +22,13 @@ from attnserve_client import Client
 
 START_TIMEOUT_S = 30
 STOP_TIMEOUT_S = 30
+# Every test that imports this module ends, with every Python thread's stack
+# on stderr, if it is still running after this long: before ctest's 300 s
+# kill, which says nothing of where it stood. python_client_test once hung
+# (1 run in about 250, never reproduced): if one does again, its stacks say
+# where. The tests take 5-60 s.
+WATCHDOG_S = 240
+faulthandler.dump_traceback_later(WATCHDOG_S, exit=True, file=sys.stderr)
 
 
 class ServerProcess:
