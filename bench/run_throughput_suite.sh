@@ -11,8 +11,9 @@
 #   4. mode "peer": bench/peers/torch_grpc_server.py (Python grpcio +
 #      PyTorch SDPA) under the same attn_loadgen;
 #   5. mode "cuda_batched": attn_server --backend=cuda
-#      --batch_delay_us=BATCH_DELAY_US (200), interleaved with the others
-#      (any <backend>_batched works the same way).
+#      --batch_delay_us=BATCH_DELAY_US (200), interleaved with the others at
+#      the levels of BATCH_LEVELS (32, the issue's point) (any
+#      <backend>_batched works the same way).
 # Every loadgen run uses the client's default settings unless CLIENT_FLAGS
 # says otherwise.
 #
@@ -32,7 +33,7 @@
 #   run_throughput_suite.sh <bundle dir> <output dir>
 #   env: SHAPES ("1,4096,16,128 1,512,16,128"), LEVELS (1,8,32,64),
 #        MODES ("transport_only cuda"; also "peer", "cuda_batched"),
-#        DURATION (5s), WARMUP (2s), BATCH_DELAY_US (200),
+#        DURATION (5s), WARMUP (2s), BATCH_DELAY_US (200), BATCH_LEVELS (32),
 #        REPEATS (1: windows per point), SERVER_FLAGS (attn_server only),
 #        SERVER_ENV (VAR=value ... for attn_server only), CLIENT_FLAGS,
 #        TAG (names the output files), PIPELINE (1: run step 1),
@@ -137,6 +138,9 @@ for shape in $shapes; do
       if [ $((turn % 2)) = 1 ]; then order="$(echo "$served" | tr ' ' '\n' | tac | tr '\n' ' ')"; fi
       turn=$((turn + 1))
       for mode in $order; do
+        if [[ "$mode" == *_batched ]] && [[ ",${BATCH_LEVELS:-32}," != *",$level,"* ]]; then
+          continue
+        fi
         csv="$out/${tag}_w${window}c${level}_${mode}_$dims.csv"
         loadgen "$mode" "$shape" "$level" "$csv" "$mode $shape [$tag w$window]"
         # The report's line for its level (all of it if the run failed early).
