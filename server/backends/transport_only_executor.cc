@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <memory>
+#include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -28,13 +29,19 @@ class NaNOutput : public OutputBuffer {
 // O and the LSE in a buffer of their own, every byte NaN.
 class FreshNaNOutput : public OutputBuffer {
  public:
-  FreshNaNOutput(size_t out, size_t lse) : bytes_(new char[out + lse]), out_(out), lse_(lse) {
-    std::memset(bytes_.get(), kNaNByte, out + lse);
+  // Null when the memory cannot be had (the caller lends the shared bytes).
+  static std::unique_ptr<FreshNaNOutput> Create(size_t out, size_t lse) {
+    std::unique_ptr<char[]> bytes(new (std::nothrow) char[out + lse]);
+    if (bytes == nullptr) return nullptr;
+    std::memset(bytes.get(), kNaNByte, out + lse);
+    return std::unique_ptr<FreshNaNOutput>(new FreshNaNOutput(std::move(bytes), out, lse));
   }
   absl::string_view out() const override { return absl::string_view(bytes_.get(), out_); }
   absl::string_view lse() const override { return absl::string_view(bytes_.get() + out_, lse_); }
 
  private:
+  FreshNaNOutput(std::unique_ptr<char[]> bytes, size_t out, size_t lse)
+      : bytes_(std::move(bytes)), out_(out), lse_(lse) {}
   const std::unique_ptr<char[]> bytes_;
   const size_t out_, lse_;
 };
@@ -54,11 +61,14 @@ absl::Status TransportOnlyExecutor::Run(Job& job) {
   // Outputs in system regions get NaN there (CUDA regions are refused at
   // registration on this backend); the rest go into the response.
   const bool in_region = job.out_place.in_region() || job.lse_place.in_region();
-  if (job.takes_output_buffer && !in_region && fresh_outputs_) {
-    job.output = std::make_unique<FreshNaNOutput>(out, lse);
-  } else if (job.takes_output_buffer && !in_region && out <= nan_bytes_->size() &&
-             lse <= nan_bytes_->size()) {
-    job.output = std::make_unique<NaNOutput>(nan_bytes_, out, lse);
+  const bool lend = job.takes_output_buffer && !in_region;
+  std::unique_ptr<OutputBuffer> lent;
+  if (lend && fresh_outputs_) lent = FreshNaNOutput::Create(out, lse);
+  if (lent == nullptr && lend && out <= nan_bytes_->size() && lse <= nan_bytes_->size()) {
+    lent = std::make_unique<NaNOutput>(nan_bytes_, out, lse);
+  }
+  if (lent != nullptr) {
+    job.output = std::move(lent);
   } else {
     if (job.out_place.in_region()) {
       std::memset(job.out_place.data, kNaNByte, out);
