@@ -66,6 +66,10 @@ tag="${TAG:-default}"
 repeats="${REPEATS:-1}"
 status=0
 
+# A duration of attn_loadgen's ("5s", "1.5s") in the seconds the Python
+# client's bench takes: seconds <duration>
+seconds() { echo "${1%s}"; }
+
 # Starts one server in the background; its port lands in $ports/<name>.port,
 # its log in <name>.server.log. start_server <mode> <name>
 start_server() {
@@ -151,7 +155,6 @@ for shape in $shapes; do
   done
   if [[ " $served " == *" cuda "* ]] && [ "${PYTHON_CLIENT:-0}" = 1 ]; then
     echo "== Python client (native transport) against --backend=cuda, shape $shape bf16 [$tag]"
-    seconds() { local d="$1"; echo "${d%s}"; }
     PYTHONPATH="$bundle/python" \
       python3 -m attnserve_client bench --transport=native \
       --address="127.0.0.1:$(port_of cuda)" --shape="$shape" --dtype=bf16 \
@@ -164,9 +167,10 @@ for shape in $shapes; do
     echo "== attn_loadgen against the peer, shape $shape bf16 [$tag]"
     start_server peer "${tag}_peer_$dims"
     for level in ${levels//,/ }; do
-      warmup="${WARMUP:-2s}"; warmup="${warmup%s}"; warmup="${warmup%.*}"
+      # Whole seconds, to compare.
+      warmup="$(seconds "${WARMUP:-2s}")"; warmup="${warmup%.*}"
       [ $((level / 3)) -gt "$warmup" ] && warmup=$((level / 3))
-      duration="${DURATION:-5s}"; duration="${duration%s}"; duration="${duration%.*}"
+      duration="$(seconds "${DURATION:-5s}")"; duration="${duration%.*}"
       [ "$duration" -lt 5 ] && duration=5
       csv="$out/${tag}_w1c${level}_peer_$dims.csv"
       loadgen peer "$shape" "$level" "$csv" "peer $shape [$tag]" "${warmup}s" "${duration}s"

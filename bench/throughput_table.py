@@ -4,8 +4,7 @@
 Reads attn_loadgen's CSVs (<tag>_<mode>_<B>x<S>x<H>x<D>.csv, or
 <tag>_w<window>c<level>_<mode>_<shape>.csv for one window of one level;
 mode one of transport_only, cuda, cuda_batched, peer) and the Python
-client's reports
-(<tag>_cuda_<shape>_python.txt), and prints per tag a Markdown table of
+client's reports (<tag>_cuda_<shape>_python.txt), and prints per tag a Markdown table of
 requests/s (transport ceiling, attnserve, its share of the ceiling, the
 Python client, its share of attn_loadgen, the peer, attnserve over the
 peer), each point the median of its windows, then every window's numbers,
@@ -39,10 +38,14 @@ BATCH_GAIN = 3.0
 
 def read_runs(folder):
     """{tag: {shape: {source: {concurrency: [requests/s of each window]}}}},
-    source one of transport_only, cuda, peer, python; windows in the order
-    of their number."""
+    source one of transport_only, cuda, cuda_batched, peer, python; windows
+    in the order of their number."""
+
+    def window_of(name):
+        match = CSV_NAME.match(name)
+        return int(match["window"] or 0) if match else 0
+
     runs = {}
-    window_of = lambda name: int(CSV_NAME.match(name)["window"] or 0) if CSV_NAME.match(name) else 0
     for name in sorted(os.listdir(folder), key=lambda name: (window_of(name), name)):
         path = os.path.join(folder, name)
         match = CSV_NAME.match(name)
