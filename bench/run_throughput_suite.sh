@@ -7,7 +7,7 @@
 #      measurement mode: nothing computed, NaN outputs) under attn_loadgen;
 #   3. the service: attn_server --backend=cuda under the same attn_loadgen,
 #      and, with PYTHON_CLIENT=1, the Python client's bench (native
-#      transport) against the same server;
+#      transport) against the same server, in the same windows;
 #   4. mode "peer": bench/peers/torch_grpc_server.py (Python grpcio +
 #      PyTorch SDPA) under the same attn_loadgen;
 #   5. mode "cuda_batched": attn_server --backend=cuda
@@ -21,6 +21,9 @@
 # level is measured against one after the other, REPEATS times, in reverse
 # order every other time: a point's windows and its ceiling's lie seconds
 # apart, where runs on one machine minutes apart differ by 10-15 %. The
+# Python client takes its turn in the same rotation, one level per bench
+# run (a single run after the windows read 77 % of attn_loadgen's median at
+# S=512, c=8, where call S had read 102-120 %: 2026-12-02 seventh run). The
 # table reports each point's median over its windows. The peer runs alone
 # afterwards, once per level, each level its own loadgen run with a warm-up
 # of a third of a second per request in flight (at least WARMUP) and a
@@ -37,10 +40,11 @@
 #        REPEATS (1: windows per point), SERVER_FLAGS (attn_server only),
 #        SERVER_ENV (VAR=value ... for attn_server only), CLIENT_FLAGS,
 #        TAG (names the output files), PIPELINE (1: run step 1),
-#        PYTHON_CLIENT (0: 1 runs the Python client's bench once per level
-#        after the windows)
+#        PYTHON_CLIENT (0: 1 runs the Python client's bench against the
+#        cuda server in every window of every level)
 # Files: <TAG>_w<window>c<level>_<mode>_<shape>.csv per window,
-# <TAG>_w1c<level>_peer_<shape>.csv for the peer, <TAG>_cuda_<shape>_python.txt; at
+# <TAG>_w1c<level>_peer_<shape>.csv for the peer,
+# <TAG>_w<window>c<level>_python_<shape>.txt for the Python client; at
 # the end, throughput_table.py prints the issue's table and bars from them.
 set -uo pipefail
 bundle="$(cd "$1" && pwd)"
@@ -112,6 +116,16 @@ loadgen() {
     --csv="$4" --label="$5" --progress=never ${CLIENT_FLAGS:-} >"${4%.csv}.txt" 2>&1 || status=1
 }
 
+# One run of the Python client's bench (native transport) against the cuda
+# server at one level, its report in <txt>: python_bench <shape> <level> <txt>
+python_bench() {
+  PYTHONPATH="$bundle/python" \
+    python3 -m attnserve_client bench --transport=native \
+    --address="127.0.0.1:$(port_of cuda)" --shape="$1" --dtype=bf16 \
+    --concurrency="$2" --warmup="$(seconds "${WARMUP:-2s}")" \
+    --duration="$(seconds "${DURATION:-5s}")" >"$3" 2>&1 || status=1
+}
+
 # Stops a server started by start_server: stop_server <mode>
 stop_server() {
   kill -TERM "${pid_of[$1]}"
@@ -133,15 +147,28 @@ for shape in $shapes; do
     served="$served $mode"
     start_server "$mode" "${tag}_${mode}_$dims"
   done
-  echo "== attn_loadgen against --backend={${served# }}, shape $shape bf16, $repeats window(s) per point;" \
+  # Who takes a turn in each window: the servers under attn_loadgen, and
+  # the Python client against the cuda server.
+  rotation="$served" python_note=""
+  if [[ " $served " == *" cuda "* ]] && [ "${PYTHON_CLIENT:-0}" = 1 ]; then
+    rotation="$rotation python" python_note=" and the Python client (native) against cuda"
+  fi
+  echo "== attn_loadgen against --backend={${served# }}$python_note, shape $shape bf16, $repeats window(s) per point;" \
        "server: ${SERVER_ENV:+$SERVER_ENV }${SERVER_FLAGS:-defaults}; client: ${CLIENT_FLAGS:-defaults}"
   turn=0
   for window in $(seq 1 "$repeats"); do
     for level in ${levels//,/ }; do
-      order="$served"
-      if [ $((turn % 2)) = 1 ]; then order="$(echo "$served" | tr ' ' '\n' | tac | tr '\n' ' ')"; fi
+      order="$rotation"
+      if [ $((turn % 2)) = 1 ]; then order="$(echo "$rotation" | tr ' ' '\n' | tac | tr '\n' ' ')"; fi
       turn=$((turn + 1))
       for mode in $order; do
+        if [ "$mode" = python ]; then
+          txt="$out/${tag}_w${window}c${level}_python_$dims.txt"
+          python_bench "$shape" "$level" "$txt"
+          # The report's row for its level (all of it if the run failed).
+          grep -E "^ +$level +[0-9]" "$txt" | sed "s/^ */python w$window c=/" | grep . || cat "$txt"
+          continue
+        fi
         if [[ "$mode" == *_batched ]] && [[ ",${BATCH_LEVELS:-32}," != *",$level,"* ]]; then
           continue
         fi
@@ -153,15 +180,6 @@ for shape in $shapes; do
       done
     done
   done
-  if [[ " $served " == *" cuda "* ]] && [ "${PYTHON_CLIENT:-0}" = 1 ]; then
-    echo "== Python client (native transport) against --backend=cuda, shape $shape bf16 [$tag]"
-    PYTHONPATH="$bundle/python" \
-      python3 -m attnserve_client bench --transport=native \
-      --address="127.0.0.1:$(port_of cuda)" --shape="$shape" --dtype=bf16 \
-      --concurrency="$levels" --warmup="$(seconds "${WARMUP:-2s}")" \
-      --duration="$(seconds "${DURATION:-5s}")" >"$out/${tag}_cuda_${dims}_python.txt" 2>&1 || status=1
-    cat "$out/${tag}_cuda_${dims}_python.txt"
-  fi
   for mode in $served; do stop_server "$mode"; done
   if [[ " $modes " == *" peer "* ]]; then
     echo "== attn_loadgen against the peer, shape $shape bf16 [$tag]"

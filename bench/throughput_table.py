@@ -4,7 +4,9 @@
 Reads attn_loadgen's CSVs (<tag>_<mode>_<B>x<S>x<H>x<D>.csv, or
 <tag>_w<window>c<level>_<mode>_<shape>.csv for one window of one level;
 mode one of transport_only, cuda, cuda_batched, peer) and the Python
-client's reports (<tag>_cuda_<shape>_python.txt), and prints per tag a Markdown table of
+client's reports (<tag>_w<window>c<level>_python_<shape>.txt, or
+<tag>_cuda_<shape>_python.txt from runs before 2026-12-02's seventh, one
+report for all levels), and prints per tag a Markdown table of
 requests/s (transport ceiling, attnserve, its share of the ceiling, the
 Python client, its share of attn_loadgen, the peer, attnserve over the
 peer), each point the median of its windows, then every window's numbers,
@@ -21,7 +23,8 @@ import statistics
 import sys
 
 CSV_NAME = re.compile(r"^(?P<tag>.+?)(?:_w(?P<window>\d+)c\d+)?_(?P<mode>transport_only|cuda_batched|cuda|peer)_(?P<shape>\d+(?:x\d+){3})\.csv$")
-PYTHON_NAME = re.compile(r"^(?P<tag>.+)_cuda_(?P<shape>\d+(?:x\d+){3})_python\.txt$")
+PYTHON_NAME = re.compile(r"^(?P<tag>.+?)(?:_w(?P<window>\d+)c\d+_python_(?P<shape>\d+(?:x\d+){3})"
+                         r"|_cuda_(?P<old_shape>\d+(?:x\d+){3})_python)\.txt$")
 PYTHON_ROW = re.compile(r"^\s*(?P<c>\d+)\s+(?P<rps>[0-9.]+)\s")
 
 # The bars of issue 11's "Done when".
@@ -42,7 +45,7 @@ def read_runs(folder):
     in the order of their number."""
 
     def window_of(name):
-        match = CSV_NAME.match(name)
+        match = CSV_NAME.match(name) or PYTHON_NAME.match(name)
         return int(match["window"] or 0) if match else 0
 
     runs = {}
@@ -59,7 +62,8 @@ def read_runs(folder):
             continue
         match = PYTHON_NAME.match(name)
         if match:
-            table = runs.setdefault(match["tag"], {}).setdefault(match["shape"], {})
+            shape = match["shape"] or match["old_shape"]
+            table = runs.setdefault(match["tag"], {}).setdefault(shape, {})
             points = table.setdefault("python", {})
             with open(path) as f:
                 for line in f:
