@@ -26,12 +26,14 @@
 # S=512, c=8, where call S had read 102-120 %: 2026-12-02 seventh run). The
 # table reports each point's median over its windows. The peer runs alone
 # afterwards, once per level, each level its own loadgen run with a warm-up
-# of a third of a second per request in flight (at least WARMUP) and a
-# window of at least 5 s: loadgen measures the requests sent in the window,
-# a closed loop sends one when another completes, and the peer, receiving
-# every request at once through Python, completes none of its first 64 at
-# S=4096 within 13 s (a 10 s warm-up and a 3 s window measured nothing on
-# the H200, 2026-12-02 sixth run).
+# of a third of a second per request in flight at B*S=4096, in proportion
+# to B*S (at least WARMUP), and a window of at least 5 s: loadgen measures
+# the requests sent in the window, a closed loop sends one when another
+# completes, and the peer, receiving every request at once through Python,
+# completes none of its first 64 at S=4096 within 13 s (a 10 s warm-up and
+# a 3 s window measured nothing on the H200, 2026-12-02 sixth run); at
+# S=512 it serves 150-170 requests/s, 64 in flight in under half a second,
+# so a 21 s warm-up there only spent the run's time.
 #
 #   run_throughput_suite.sh <bundle dir> <output dir>
 #   env: SHAPES ("1,4096,16,128 1,512,16,128"), LEVELS (1,8,32,64),
@@ -183,11 +185,14 @@ for shape in $shapes; do
   for mode in $served; do stop_server "$mode"; done
   if [[ " $modes " == *" peer "* ]]; then
     echo "== attn_loadgen against the peer, shape $shape bf16 [$tag]"
+    # B*S: the peer's time per request grows with the bytes it moves.
+    IFS=, read -r batch seq_len _ <<<"$shape"
+    tokens=$((batch * seq_len))
     start_server peer "${tag}_peer_$dims"
     for level in ${levels//,/ }; do
       # Whole seconds, to compare.
       warmup="$(seconds "${WARMUP:-2s}")"; warmup="${warmup%.*}"
-      [ $((level / 3)) -gt "$warmup" ] && warmup=$((level / 3))
+      [ "$((level * tokens / 12288))" -gt "$warmup" ] && warmup=$((level * tokens / 12288))
       duration="$(seconds "${DURATION:-5s}")"; duration="${duration%.*}"
       [ "$duration" -lt 5 ] && duration=5
       csv="$out/${tag}_w1c${level}_peer_$dims.csv"
