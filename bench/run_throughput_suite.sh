@@ -188,13 +188,15 @@ for shape in $shapes; do
     # B*S: the peer's time per request grows with the bytes it moves.
     IFS=, read -r batch seq_len _ <<<"$shape"
     tokens=$((batch * seq_len))
+    # Whole seconds, to compare.
+    min_warmup="$(seconds "${WARMUP:-2s}")"; min_warmup="${min_warmup%.*}"
+    duration="$(seconds "${DURATION:-5s}")"; duration="${duration%.*}"
+    [ "$duration" -lt 5 ] && duration=5
     start_server peer "${tag}_peer_$dims"
     for level in ${levels//,/ }; do
-      # Whole seconds, to compare.
-      warmup="$(seconds "${WARMUP:-2s}")"; warmup="${warmup%.*}"
-      [ "$((level * tokens / 12288))" -gt "$warmup" ] && warmup=$((level * tokens / 12288))
-      duration="$(seconds "${DURATION:-5s}")"; duration="${duration%.*}"
-      [ "$duration" -lt 5 ] && duration=5
+      # A third of a second per request in flight at B*S=4096.
+      warmup=$((level * tokens / (3 * 4096)))
+      [ "$warmup" -lt "$min_warmup" ] && warmup="$min_warmup"
       csv="$out/${tag}_w1c${level}_peer_$dims.csv"
       loadgen peer "$shape" "$level" "$csv" "peer $shape [$tag]" "${warmup}s" "${duration}s"
       grep -E "^c=" "${csv%.csv}.txt" | sed "s/^/peer (warm-up ${warmup}s) /" | grep . ||
