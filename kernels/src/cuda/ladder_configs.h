@@ -1,38 +1,23 @@
 // The FlashAttention-2 ladder as configurations of one kernel template
-// (flash_fwd_kernel.cuh). Each step is the previous step plus the switch it
-// introduces; the kernel reads only these constants. Plain C++: the host
-// registry includes this header too.
+// (flash_fwd_kernel.cuh). Step 1 is assembled from the building blocks of
+// kernel_config.h with every switch off; each later step is the previous
+// step plus the switch it introduces (the constants are described there).
+// Plain C++: the host registry includes this header too.
 #ifndef ATTN_KERNELS_SRC_CUDA_LADDER_CONFIGS_H_
 #define ATTN_KERNELS_SRC_CUDA_LADDER_CONFIGS_H_
+
+#include "flash_fwd_configs.h"
+#include "kernel_config.h"
 
 namespace attn::fa2 {
 
 // Step 1 — base: mma.m16n8k16 + ldmatrix + cp.async, 64x64 tiles, 4 warps
-// (16 query rows each). Q is ldmatrix'ed into registers once; each K and V
-// block is loaded whole into registers before its GEMM; K and V are fetched
-// one after the other, each waited for before use.
-struct K01Base {
-  static constexpr int kHeadDim = 128;   // the seed's head_dim
-  static constexpr int kBlockM = 64;     // query rows per CTA (B_r)
-  static constexpr int kBlockN = 64;     // key/value rows per main-loop step (B_c)
-  static constexpr int kNumWarps = 4;
-  static constexpr int kMinBlocksPerSm = 1;  // __launch_bounds__ occupancy hint
-  static constexpr bool kSwizzle = false;        // step 2
-  static constexpr bool kEagerKV = false;        // step 3
-  static constexpr bool kQInRegisters = true;    // step 4 turns this off ...
-  static constexpr bool kKSliced = false;        // ... and these on
-  static constexpr bool kVSliced = false;
-  static constexpr bool kRfDoubleBuffer = false;  // step 5
-  static constexpr bool kExp2Softmax = false;     // step 6
-  static constexpr bool kSignedStrideSwizzle = false;  // step 8
-  static constexpr bool kSerpentineMma = false;        // step 9
-  static constexpr bool kPeelFirstBlock = false;       // step 10
-  static constexpr bool kEncodedEpilogue = false;      // step 11
-  static constexpr bool kBackwardKV = false;           // step 13
-  static constexpr bool kNoAllocateStores = false;     // step 14
-  static constexpr bool kColumnTiles = false;          // step 15
-  static constexpr int kStaticRowStride = 0;           // step 16; 0: runtime strides
-};
+// (16 query rows each), at the seed's head_dim 128. Q is ldmatrix'ed into
+// registers once; each K and V block is loaded whole into registers before
+// its GEMM; K and V are fetched one after the other, each waited for before
+// use. Every later switch is off.
+struct K01Base : KernelConfig<TileShape<128, 64, 64, 4>, WholeBlockOperands, PlainSmem,
+                              SimpleMainLoop, CachedGlobal> {};
 
 // Step 2 — XOR-swizzled shared memory: no bank conflicts for cp.async,
 // ldmatrix or the output stores, at no memory cost.
@@ -183,31 +168,12 @@ struct K16StaticStrides : K15ColumnTiles<Tile> {
   using General = K15ColumnTiles<Tile>;  // what other strides run
 };
 
-// The production kernel ("flash_fwd"): the ladder's steps that pay on the
-// H200 (8–14: on the 2026-12-01 ladder table step 14 has the best harmonic
-// mean; 64-column pages (15) and static strides (16) measured slower), with
-// every breadth feature (chosen at launch by the kernel's kEven/kMasked
-// switches), one tile per head_dim. head_dim 128 takes step 7's winner on the H200 and
-// FA2's own choice (128x64, 4 warps, Q/K/V sliced); the others follow FA2's
-// run_mha_fwd_hdim* for sm80/sm90, with 128x64 where FA2 uses 128x128 for
-// head_dim 64 (our P stays in separate registers, and 128x128 would spill)
-// and 8 warps for head_dim 96 (its chunk-by-chunk copies spill at 4 warps).
-template <int HeadDim, int BlockM, int BlockN, int NumWarps>
-struct FlashFwdTile : K14CacheConfig<K06Exp2Softmax> {
-  static constexpr int kHeadDim = HeadDim;
-  static constexpr int kBlockM = BlockM;
-  static constexpr int kBlockN = BlockN;
-  static constexpr int kNumWarps = NumWarps;
-  static constexpr bool kQInRegisters = false;
-  static constexpr bool kKSliced = true;
-  static constexpr bool kVSliced = true;
-  static constexpr bool kRfDoubleBuffer = false;
-};
-using FlashFwdHdim64 = FlashFwdTile<64, 128, 64, 4>;
-using FlashFwdHdim96 = FlashFwdTile<96, 128, 64, 8>;
-using FlashFwdHdim128 = FlashFwdTile<128, 128, 64, 4>;
-using FlashFwdHdim192 = FlashFwdTile<192, 128, 64, 8>;
-using FlashFwdHdim256 = FlashFwdTile<256, 128, 64, 8>;
+// flash_fwd is step 14 on the 128x64 tile at head_dim 128, built from the
+// same blocks rather than from this step: checked here, so the ladder's
+// table keeps comparing like with like.
+static_assert(SameKnobs<K14CacheConfig<Tile128x64W4Sliced>, FlashFwdHdim128>(),
+              "flash_fwd at head_dim 128 is no longer ladder step 14 on the 128x64 tile: "
+              "update this check and the ladder's description in kernels/README.md");
 
 }  // namespace attn::fa2
 

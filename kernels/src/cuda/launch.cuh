@@ -6,7 +6,6 @@
 #include <type_traits>
 
 #include "flash_fwd_kernel.cuh"
-#include "ladder_configs.h"
 #include "launch.h"
 
 namespace attn::fa2 {

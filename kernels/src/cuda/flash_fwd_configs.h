@@ -1,0 +1,32 @@
+// The production kernel's ("flash_fwd") configurations, one tile per
+// head_dim, built from the shared blocks of kernel_config.h: operands
+// sliced, shared memory swizzled with precomputed addresses, the pipelined
+// main loop and streaming O stores — the ladder's steps that pay on the H200
+// (8–14; 64-column pages and static strides measured slower, bench/RESULTS.md),
+// with every breadth feature chosen at launch by the kernel's kEven/kMasked
+// switches. Plain C++: the host registry includes this header too.
+#ifndef ATTN_KERNELS_SRC_CUDA_FLASH_FWD_CONFIGS_H_
+#define ATTN_KERNELS_SRC_CUDA_FLASH_FWD_CONFIGS_H_
+
+#include "kernel_config.h"
+
+namespace attn::fa2 {
+
+template <int HeadDim, int BlockM, int BlockN, int NumWarps>
+using FlashFwdTile = KernelConfig<TileShape<HeadDim, BlockM, BlockN, NumWarps>, SlicedOperands,
+                                  SwizzledSmem, PipelinedMainLoop, StreamingGlobal>;
+
+// head_dim 128 takes step 7's winner on the H200 and FA2's own choice
+// (128x64, 4 warps); the others follow FA2's run_mha_fwd_hdim* for
+// sm80/sm90, with 128x64 where FA2 uses 128x128 for head_dim 64 (our P stays
+// in separate registers, and 128x128 would spill) and 8 warps for head_dim
+// 96 (its chunk-by-chunk copies spill at 4 warps).
+using FlashFwdHdim64 = FlashFwdTile<64, 128, 64, 4>;
+using FlashFwdHdim96 = FlashFwdTile<96, 128, 64, 8>;
+using FlashFwdHdim128 = FlashFwdTile<128, 128, 64, 4>;
+using FlashFwdHdim192 = FlashFwdTile<192, 128, 64, 8>;
+using FlashFwdHdim256 = FlashFwdTile<256, 128, 64, 8>;
+
+}  // namespace attn::fa2
+
+#endif  // ATTN_KERNELS_SRC_CUDA_FLASH_FWD_CONFIGS_H_
