@@ -1,6 +1,7 @@
 // attn_bench: times registered attention kernels on the GPU.
 //
 //   attn_bench --list                      kernel names, one per line
+//   attn_bench --list --noladder           the production kernels only
 //   attn_bench --kernels=all --seq_lens=4096 --dtypes=bf16,fp16
 //
 // For every (kernel, dtype, seq_len): a correctness check against the float32
@@ -16,10 +17,14 @@
 #include "attn/attention.h"
 #include "attn/command_line.h"
 #include "attn/device.h"
+#include "attn/ladder.h"
 #include "bench_flags.h"
 #include "kernel_timer.h"
 
 ABSL_FLAG(bool, list, false, "print the registered kernel names, one per line, and exit");
+ABSL_FLAG(bool, ladder, true,
+          "register the FA2 ladder (attn::ladder: steps and tuning candidates); false: the "
+          "production kernels only");
 ABSL_FLAG(bool, candidates, false, "include the step-7 tuning candidates (k07/...)");
 ABSL_FLAG(std::string, kernels, "all", "comma-separated kernel names, or 'all'");
 ABSL_FLAG(std::string, dtypes, "bf16", "comma-separated: bf16, fp16");
@@ -51,6 +56,7 @@ std::vector<std::string> SelectedKernels() {
 }
 
 int Run() {
+  if (absl::GetFlag(FLAGS_ladder)) ladder::Register();
   if (absl::GetFlag(FLAGS_list)) {
     for (const std::string& name : SelectedKernels()) std::printf("%s\n", name.c_str());
     return 0;

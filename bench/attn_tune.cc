@@ -20,6 +20,7 @@
 #include "attn/attention.h"
 #include "attn/command_line.h"
 #include "attn/device.h"
+#include "attn/ladder.h"
 #include "attn/tuning.h"
 #include "bench_flags.h"
 #include "kernel_timer.h"
@@ -61,6 +62,7 @@ absl::Status WriteWinner(const std::string& path, const TuningEntry& winner) {
 }
 
 int Run() {
+  ladder::Register();
   const std::vector<DeviceInfo> devices = ListCudaDevices();
   if (devices.empty()) {
     std::fprintf(stderr, "attn_tune: no CUDA device with compute capability >= 8.0\n");

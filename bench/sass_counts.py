@@ -22,14 +22,14 @@ import subprocess
 CLASSES = ["IADD3", "LOP3", "SHF", "IMAD", "IMAD.MOV", "MOV", "CS2R", "LDL", "STL", "HMMA",
            "LDSM", "LDGSTS", "STS", "STG", "MUFU.EX2", "FFMA", "BAR"]
 INSTR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
-TABLE = os.path.join(os.path.dirname(__file__), "..", "kernels", "src", "cuda", "kernel_table.inc")
+TABLE = os.path.join(os.path.dirname(__file__), "..", "kernels", "ladder", "ladder_table.inc")
 
 
 def table_candidates():
-    """(name, step, config) of every ATTN_KERNEL line of kernel_table.inc."""
+    """(name, step, config) of every ATTN_KERNEL line of ladder_table.inc."""
     rows = []
     for line in open(TABLE):
-        m = re.match(r'ATTN_KERNEL\("([^"]+)", *(\d+), *([^,]+),', line)
+        m = re.match(r'ATTN_KERNEL\("([^"]+)", *(\d+), *[a-z0-9_]+, *([^,]+),', line)
         if m:
             rows.append((m.group(1), int(m.group(2)), m.group(3).strip()))
     return rows

@@ -1,6 +1,6 @@
 // fuzz/tuning_table_fuzzer.cc
 //
-// The tuning-table parser (kernels/src/tuning.cc, attn/tuning.h) on
+// The tuning-table parser (kernels/ladder/tuning.cc, attn/tuning.h) on
 // arbitrary text, as a node's $ATTN_TUNING_TABLE file could hold.
 //
 // Asserted, for every input:

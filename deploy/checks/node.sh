@@ -9,7 +9,7 @@
 #     upgrade keeps the running image as <repo>:<node>-previous;
 #   * compose.yaml renders with the profile (docker-compose config) to the
 #     same image, build argument, settings and GPU reservation;
-#   * tuning.tsv parses as a tuning table (kernels/include/attn/tuning.h).
+#   * tuning.tsv parses as a tuning table (kernels/ladder/include/attn/tuning.h).
 set -euo pipefail
 # shellcheck source=deploy/checks/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -6,11 +6,16 @@
 
 #include "attn/attention.h"
 #include "attn/c_boundary.h"
+#include "attn/ladder.h"
 
 namespace {
 
 using ::attn::DTypeFromC;
 using ::attn::ReportToC;
+
+// The C ABI serves the ladder too (bench/ladder_table.py): registered
+// (once; later calls do nothing) before any entry point looks a kernel up.
+void RegisterLibraries() { attn::ladder::Register(); }
 
 }  // namespace
 
@@ -18,6 +23,7 @@ extern "C" int attn_forward(const char* kernel, int dtype, const void* q, const 
                             const void* v, void* out, int64_t batch, int64_t seq_len,
                             int64_t num_heads, int64_t head_dim, float softmax_scale,
                             void* stream, char* error, size_t error_size) {
+  RegisterLibraries();
   if (kernel == nullptr) {
     return ReportToC(absl::InvalidArgumentError("kernel is NULL"), error, error_size);
   }
@@ -39,6 +45,7 @@ extern "C" int attn_forward_ex(const char* kernel, int dtype, const void* q, con
                                int64_t window_left, int64_t window_right, float softmax_scale,
                                int64_t total_q, int64_t total_k, void* stream, char* error,
                                size_t error_size) {
+  RegisterLibraries();
   if (kernel == nullptr) {
     return ReportToC(absl::InvalidArgumentError("kernel is NULL"), error, error_size);
   }
@@ -70,6 +77,7 @@ extern "C" int attn_forward_ex(const char* kernel, int dtype, const void* q, con
 }
 
 extern "C" int attn_kernel_caps(const char* kernel, attn_kernel_caps_t* caps) {
+  RegisterLibraries();
   if (kernel == nullptr || caps == nullptr) {
     return static_cast<int>(absl::StatusCode::kInvalidArgument);
   }
@@ -98,6 +106,7 @@ extern "C" int attn_kernel_caps(const char* kernel, attn_kernel_caps_t* caps) {
 }
 
 extern "C" size_t attn_list_kernels(int include_candidates, char* buffer, size_t size) {
+  RegisterLibraries();
   std::string names;
   for (const attn::KernelInfo& k : attn::ListKernels()) names += k.name + "\n";
   if (include_candidates != 0) {
@@ -112,6 +121,7 @@ extern "C" size_t attn_list_kernels(int include_candidates, char* buffer, size_t
 }
 
 extern "C" int attn_kernel_step(const char* kernel) {
+  RegisterLibraries();
   if (kernel == nullptr) return -1;
   absl::StatusOr<attn::KernelInfo> info = attn::FindKernel(kernel);
   return info.ok() ? info->ladder_step : -1;

@@ -341,4 +341,14 @@ absl::Status ValidateArgs(const AttentionArgs& args, const KernelInfo& kernel) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateWorkspace(const AttentionArgs& args, int64_t bytes,
+                               const KernelInfo& kernel) {
+  if (bytes == 0) return absl::OkStatus();
+  if (args.workspace == nullptr) {
+    return Invalid(absl::StrFormat("workspace is null; kernel '%s' needs %d bytes of scratch for %s",
+                                   kernel.name, bytes, args.problem.ToString()));
+  }
+  return CheckPointer("workspace", args.workspace, kGpuAlignBytes, "");
+}
+
 }  // namespace attn

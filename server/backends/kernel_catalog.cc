@@ -6,8 +6,23 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "attn/validate.h"
+#if ATTN_SERVER_LADDER
+#include "attn/ladder.h"
+#endif
 
 namespace attn::server {
+namespace {
+
+// The kernel libraries this server links beside attn::kernels
+// (ATTN_SERVER_LADDER in server/CMakeLists.txt), in the registry before
+// the catalog lists it.
+void RegisterKernelLibraries() {
+#if ATTN_SERVER_LADDER
+  ladder::Register();
+#endif
+}
+
+}  // namespace
 
 absl::string_view BackendName(Backend backend) {
   return backend == Backend::kCuda ? "cuda" : "cpu";
@@ -39,6 +54,7 @@ absl::StatusOr<KernelCatalog> KernelCatalog::FromKernels(Backend backend,
 }
 
 absl::StatusOr<KernelCatalog> KernelCatalog::ForBackend(Backend backend) {
+  RegisterKernelLibraries();
   std::vector<KernelHandle> kernels;
   for (const KernelInfo& info : ListKernels()) {
     if (info.backend != backend) continue;

@@ -13,7 +13,13 @@
 // Either way the kernel library's rules (attn::ValidateProblem: dimensions,
 // head_dim, seq_len multiple, causal, window, GQA, LSE, varlen, ...) decide
 // whether the kernel can run the problem: INVALID_ARGUMENT naming the field
-// and the rule otherwise.
+// and the rule otherwise. A CUDA kernel asked of a build without CUDA is
+// FAILED_PRECONDITION too.
+//
+// The kernels are attn::kernels' (cpu_reference, flash_fwd) and, when the
+// server is built with ATTN_SERVER_LADDER (server/CMakeLists.txt, default
+// ON), the FA2 ladder's (attn::ladder: its steps listed, its tuning
+// candidates runnable by name).
 #ifndef ATTN_SERVER_KERNEL_CATALOG_H_
 #define ATTN_SERVER_KERNEL_CATALOG_H_
 

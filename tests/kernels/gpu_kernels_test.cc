@@ -28,6 +28,7 @@
 #include "attn/attention.h"
 #include "attn/cpu_reference.h"
 #include "attn/gpu_reference.h"
+#include "attn/ladder.h"
 #include "attn/validate.h"
 #include "cuda_test_util.h"
 #include "test_util.h"
@@ -189,14 +190,15 @@ class DeviceCase {
     convert(*v_, kv_layout_, v);
   }
 
-  // Poisons O (padding included) and LSE, runs `kernel`, checks everything.
-  void Check(const KernelHandle& kernel) {
+  // Poisons O (padding included) and LSE, runs `kernel` (Run, or Launch:
+  // no checks), checks everything.
+  void Check(const KernelHandle& kernel, bool launch = false) {
     const AttentionProblem& p = c_.problem;
     SCOPED_TRACE(kernel.info().name + " " + Describe());
     // 0xffff: NaN in fp16, bf16 and (0xffffffff) float32.
     ATTN_ASSERT_CUDA(cudaMemset(out_->get(), 0xff, out_->bytes()));
     ATTN_ASSERT_CUDA(cudaMemset(lse_->get(), 0xff, lse_->bytes()));
-    const absl::Status st = kernel.Run(Args(), nullptr);
+    const absl::Status st = launch ? kernel.Launch(Args(), nullptr) : kernel.Run(Args(), nullptr);
     ASSERT_TRUE(st.ok()) << st;
     ATTN_ASSERT_CUDA(cudaDeviceSynchronize());
     const std::vector<uint16_t> laid_out = out_->ToHost<uint16_t>();
@@ -253,6 +255,7 @@ class DeviceCase {
 };
 
 std::vector<KernelHandle> AllGpuKernels() {
+  ladder::Register();
   std::vector<KernelHandle> kernels;
   std::vector<KernelInfo> infos;
   for (KernelInfo& k : ListKernels()) {
@@ -553,6 +556,42 @@ TEST_P(GpuKernelsTest, RefusesBadArguments) {
   ATTN_ASSERT_CUDA(cudaDeviceSynchronize());
   // Nothing ran: the output is still poison.
   for (uint16_t bits : out.ToHost<uint16_t>()) ASSERT_EQ(bits, 0xffff);
+}
+
+// Handles resolved per device: bound to it, in the family it runs, their
+// launch attributes set at resolution; Launch (no checks) computes what Run
+// does, and Run refuses a thread whose current device is another one.
+TEST_P(GpuKernelsTest, PerDeviceHandlesLaunchWithoutChecks) {
+  ATTN_SKIP_WITHOUT_GPU();
+  ladder::Register();
+  const std::vector<DeviceInfo> devices = ListCudaDevices();
+  for (const DeviceInfo& device : devices) {
+    SCOPED_TRACE(device.name + " #" + std::to_string(device.ordinal));
+    ATTN_ASSERT_CUDA(cudaSetDevice(device.ordinal));
+    for (const char* name : {kProductionKernelName, "k07_autotuned", "k16_static_strides"}) {
+      const absl::StatusOr<KernelHandle> kernel = ResolveKernel(name, device);
+      ASSERT_TRUE(kernel.ok()) << name << ": " << kernel.status();
+      EXPECT_EQ(kernel->device(), device.ordinal);
+      EXPECT_EQ(kernel->info().family, "ampere");
+      const GpuCase c =
+          kernel->info().caps.causal
+              ? Make("per device causal GQA", DenseProblem(2, 100, 300, 8, 2, 128, true))
+              : Make("per device ladder", DenseProblem(1, 256, 256, 16, 16, 128, false, false));
+      EXPECT_EQ(kernel->WorkspaceBytes(c.problem), 0);
+      DeviceCase run(c, GetParam());
+      ASSERT_NO_FATAL_FAILURE(run.Prepare());
+      ASSERT_NO_FATAL_FAILURE(run.Check(*kernel, /*launch=*/false));
+      ASSERT_NO_FATAL_FAILURE(run.Check(*kernel, /*launch=*/true));
+      if (devices.size() > 1) {
+        const int other = devices[device.ordinal == devices[0].ordinal ? 1 : 0].ordinal;
+        ATTN_ASSERT_CUDA(cudaSetDevice(other));
+        const absl::Status st = kernel->Run(run.Args(), nullptr);
+        EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+        ATTN_ASSERT_CUDA(cudaSetDevice(device.ordinal));
+      }
+    }
+  }
+  ATTN_ASSERT_CUDA(cudaSetDevice(devices.front().ordinal));
 }
 
 // compute-sanitizer's sweep (bench/run_compute_sanitizer.sh runs memcheck,

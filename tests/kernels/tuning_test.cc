@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "attn/attention.h"
+#include "attn/ladder.h"
 
 namespace attn {
 namespace {
@@ -64,6 +65,7 @@ TEST(TuningTableTest, FormatParsesBack) {
 TEST(TuningTableTest, BuiltinTableParsesAndNamesKnownCandidates) {
   absl::StatusOr<std::vector<TuningEntry>> entries = ParseTuningTable(BuiltinTuningTable());
   ASSERT_TRUE(entries.ok()) << entries.status();
+  ladder::Register();
   std::vector<KernelInfo> candidates = ListTuningCandidates();
   if (candidates.empty()) GTEST_SKIP() << "CPU-only build: no candidates to check against";
   for (const TuningEntry& e : *entries) {
@@ -71,6 +73,15 @@ TEST(TuningTableTest, BuiltinTableParsesAndNamesKnownCandidates) {
     for (const KernelInfo& c : candidates) known = known || c.name == e.candidate;
     EXPECT_TRUE(known) << e.device << " -> unknown candidate " << e.candidate;
   }
+}
+
+TEST(TuningTableTest, LoadedTablesAreSearchedEnvironmentFirst) {
+  TuningTables tables;
+  tables.builtin = {{"GPU A", "k07/builtin", ""}, {"GPU A", "k08/builtin", ""}};
+  tables.environment = {{"GPU A", "k07/old", ""}, {"GPU A", "k07/new", ""}};
+  EXPECT_EQ(FindTunedCandidate(tables, "GPU A", "k07/"), "k07/new") << "later lines win";
+  EXPECT_EQ(FindTunedCandidate(tables, "GPU A", "k08/"), "k08/builtin");
+  EXPECT_EQ(FindTunedCandidate(tables, "GPU B", "k07/"), "");
 }
 
 TEST(TuningTableTest, EnvironmentTableComesFirst) {

@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include "attn/attention.h"
+#include "attn/device.h"
+#include "attn/ladder.h"
 #include "test_util.h"
 
 namespace attn {
@@ -368,6 +370,7 @@ TEST(RegistryTest, CpuKernelHasEveryFeature) {
 }
 
 TEST(RegistryTest, LadderIsOrderedAndNamesAreUnique) {
+  ladder::Register();
   std::vector<KernelInfo> kernels = ListKernels();
   ASSERT_FALSE(kernels.empty());
   EXPECT_EQ(kernels.front().name, kCpuKernelName);
@@ -383,6 +386,24 @@ TEST(RegistryTest, LadderIsOrderedAndNamesAreUnique) {
     EXPECT_GT(kernels[i].ladder_step, last_step) << kernels[i].name;
     last_step = kernels[i].ladder_step;
     EXPECT_EQ(kernels[i].caps.head_dims, std::vector<int>{128}) << kernels[i].name;
+  }
+}
+
+// A ladder name is known in every build; without CUDA it says what it is.
+TEST(RegistryTest, LadderNamesAreCudaKernelsEvenWithoutCuda) {
+  ladder::Register();
+  for (const char* name : {"k01_base", "k07_autotuned", "k07/128x64_w4_sliced"}) {
+    const absl::StatusOr<KernelInfo> info = FindKernel(name);
+    if (BuiltWithCuda()) {
+      ASSERT_TRUE(info.ok()) << name << ": " << info.status();
+      EXPECT_EQ(info->backend, Backend::kCuda) << name;
+      EXPECT_EQ(info->family, "ampere") << name;
+      EXPECT_GT(info->ladder_step, 0) << name;
+    } else {
+      ASSERT_EQ(info.status().code(), absl::StatusCode::kFailedPrecondition) << name;
+      EXPECT_NE(info.status().message().find("is a CUDA kernel"), std::string::npos)
+          << info.status();
+    }
   }
 }
 

@@ -1,30 +1,34 @@
 // attn/attention.h
 //
-// The kernel library's entry point: a registry of attention kernels and one
-// Forward() that validates arguments and runs a kernel by name.
+// The kernel library's entry point: a registry of attention kernels, each
+// resolved by name (and, for GPU kernels, per device) into a KernelHandle
+// that validates and runs it, and one Forward() that does both by name.
 //
-// Kernels:
+// Kernels of attn::kernels (always registered):
 //   * "cpu_reference": fp32-accumulating, multi-threaded, tiled CPU attention
 //     with an online softmax. Host pointers. Any head_dim up to
 //     kMaxCpuHeadDim, any seq_len. Runs synchronously; `stream` is ignored.
-//   * The FlashAttention-2 ladder ("k01_base" ... ), in ladder order, with the
-//     seed's constraints: device pointers, head_dim 128, non-causal
-//     self-attention, seq_len a multiple of the kernel's block sizes, every
-//     pointer 16-byte aligned.
-//   * "flash_fwd", the production kernel: every feature of attn/problem.h
+//   * "flash_fwd", the production GPU kernel: every feature of attn/problem.h
 //     (causal, window, any lengths, GQA/MQA, head_dim 64/96/128/192/256, LSE,
-//     varlen, strides).
-//   GPU kernels are asynchronous on `stream`: Forward returns once the launch
-//   is queued; errors of the launch itself are reported, errors during
+//     varlen, strides), in the best kernel family each device has
+//     (attn/kernel_family.h).
+// Other kernel libraries register theirs (attn/kernel_library.h): the
+// FlashAttention-2 ladder ("k01_base" ... and the step-7 tuning candidates)
+// once attn::ladder::Register() (attn/ladder.h) has run.
+//   GPU kernels are asynchronous on `stream`: a launch returns once it is
+//   queued; errors of the launch itself are reported, errors during
 //   execution surface at the next synchronisation.
 //
 // Errors: INVALID_ARGUMENT for arguments a kernel cannot take (the message
-// names the field and the rule; nothing is launched), NOT_FOUND for an unknown
-// kernel name, FAILED_PRECONDITION when a GPU kernel is asked for in a build or
-// on a host without CUDA, INTERNAL for CUDA runtime failures.
+// names the field and the rule; nothing is launched), NOT_FOUND for a name
+// no registered library knows, FAILED_PRECONDITION for a kernel this build
+// or device cannot run (a CUDA kernel in a build without CUDA, a device
+// below the kernel's compute capability, no GPU), INTERNAL for CUDA runtime
+// failures.
 #ifndef ATTN_ATTENTION_H_
 #define ATTN_ATTENTION_H_
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "attn/device.h"
 #include "attn/problem.h"
 
 // CUDA's stream handle type, declared the way cuda_runtime.h declares it, so
@@ -69,23 +74,26 @@ struct KernelInfo {
   std::string description;  // one line: what this step adds
   Backend backend = Backend::kCpu;
   KernelCapabilities caps;
+  std::string family;    // GPU kernels: the kernel family it runs in (attn/kernel_family.h)
   int block_m = 0;       // query rows per CTA (GPU kernels; at head_dim 128 for production)
   int block_n = 0;       // key/value rows per main-loop step (GPU kernels)
   int num_warps = 0;     // warps per CTA (GPU kernels)
 };
 
-// Every kernel this build can run: the CPU reference first, then the GPU
-// ladder in step order and the production kernel (empty GPU part without
-// CUDA). Tile sizes of tuned kernels are those chosen for the current device.
+// Every kernel this build has linked and registered: the CPU reference
+// first, then the kernels of registered libraries (the ladder in step
+// order), then the production GPU kernel (no GPU kernel without CUDA).
+// Tile sizes and families of GPU kernels are those chosen for the calling
+// thread's current device.
 std::vector<KernelInfo> ListKernels();
 
-// The candidates "k07_autotuned" chooses among (ladder step 7), named
-// "k07/<shape>", e.g. "k07/128x64_w4_sliced_db". Runnable by name like any
-// kernel; attn_tune times them to write the tuning table (attn/tuning.h).
+// The kernels runnable by name but not listed: the candidates
+// "k07_autotuned" chooses among (ladder step 7), named "k07/<shape>", e.g.
+// "k07/128x64_w4_sliced_db", when the ladder is registered. attn_tune times
+// them to write the tuning table (attn/tuning.h).
 std::vector<KernelInfo> ListTuningCandidates();
 
-// The kernel or tuning candidate named `name`, or NOT_FOUND listing the
-// known kernel names.
+// The kernel or tuning candidate named `name` (errors as ResolveKernel).
 absl::StatusOr<KernelInfo> FindKernel(absl::string_view name);
 
 // The production GPU kernel (every feature) when a CUDA device is usable,
@@ -95,29 +103,74 @@ KernelInfo DefaultKernel();
 // Checks `args` against the rules of `kernel` without running anything.
 absl::Status ValidateArgs(const AttentionArgs& args, const KernelInfo& kernel);
 
-// A kernel resolved once: its launch functions and tuned tile are fixed at
-// resolution, so running it does no name lookup or tuning-table read.
-// Copyable and cheap; valid for the life of the process.
+// A kernel resolved once: its launch functions, tuned tile and (for GPU
+// kernels) family are fixed at resolution, so launching it does no name
+// lookup or tuning-table read. Copyable and cheap; valid for the life of
+// the process.
 class KernelHandle {
  public:
   const KernelInfo& info() const { return info_; }
-  // Validates, then runs (see Forward for errors and asynchrony).
+  // The device ordinal a GPU kernel was resolved for, whose facts it holds
+  // and on which its launch attributes are set; -1 for a handle that runs
+  // on the calling thread's current device (looked up at each launch) and
+  // for the CPU kernel.
+  int device() const { return device_; }
+
+  // For the library's users: validates `args` (ValidateArgs against info(),
+  // the workspace, device pointers and, for a handle bound to a device, that
+  // it is the current one), then launches. Errors and asynchrony as above.
   absl::Status Run(const AttentionArgs& args, CUstream_st* stream = nullptr) const;
 
-  // Implementation detail: the launch entry of a resolved kernel.
-  using RunFn = absl::Status (*)(const void* impl, const KernelInfo& info,
-                                 const AttentionArgs& args, CUstream_st* stream);
-  KernelHandle(KernelInfo info, RunFn run, const void* impl)
-      : info_(std::move(info)), run_(run), impl_(impl) {}
+  // For callers that have checked `args` themselves: launches without any
+  // of Run's checks. The caller guarantees what Run would check —
+  // ValidateProblem(args.problem, info()) passed, pointers and strides meet
+  // ValidateArgs' rules (device memory for GPU kernels), the workspace is
+  // as WorkspaceBytes asks, and a bound handle's device is the calling
+  // thread's current one. Errors: INTERNAL for a failed launch.
+  absl::Status Launch(const AttentionArgs& args, CUstream_st* stream = nullptr) const;
+
+  // Bytes of device scratch memory (AttentionArgs::workspace) a call of
+  // `problem` needs; 0 when none (every kernel today).
+  int64_t WorkspaceBytes(const AttentionProblem& problem) const;
+
+  // For kernel libraries (attn/kernel_library.h): a kernel is these
+  // functions over its `impl`. `launch` runs without checks; `check`, if
+  // any, is what Run checks beyond ValidateArgs and the workspace (device
+  // pointers, the device); `workspace_bytes`, if any, sizes the workspace.
+  using LaunchFn = absl::Status (*)(const void* impl, const KernelInfo& info,
+                                    const AttentionArgs& args, CUstream_st* stream);
+  using CheckFn = absl::Status (*)(const void* impl, const KernelInfo& info,
+                                   const AttentionArgs& args);
+  using WorkspaceFn = int64_t (*)(const void* impl, const AttentionProblem& problem);
+  struct Entry {
+    LaunchFn launch = nullptr;
+    CheckFn check = nullptr;
+    WorkspaceFn workspace_bytes = nullptr;
+  };
+  KernelHandle(KernelInfo info, const Entry& entry, const void* impl, int device = -1)
+      : info_(std::move(info)), entry_(entry), impl_(impl), device_(device) {}
+  // A kernel with nothing to check beyond ValidateArgs and no workspace.
+  KernelHandle(KernelInfo info, LaunchFn launch, const void* impl)
+      : KernelHandle(std::move(info), Entry{launch, nullptr, nullptr}, impl) {}
 
  private:
   KernelInfo info_;
-  RunFn run_;
+  Entry entry_;
   const void* impl_;
+  int device_;
 };
 
-// Resolves `name` (a kernel or a tuning candidate); NOT_FOUND if unknown.
+// Resolves `name` (a kernel or a tuning candidate) for the calling thread's
+// current device at each launch. NOT_FOUND if no registered library knows
+// it; FAILED_PRECONDITION if this build cannot run it.
 absl::StatusOr<KernelHandle> ResolveKernel(absl::string_view name);
+
+// Resolves `name` for `device` (as GetCudaDevice or ListCudaDevices return
+// it): a GPU kernel's family is chosen for the device's compute capability,
+// a tuned step's candidate for its name, and the launch attributes of every
+// variant are set on it here, once. FAILED_PRECONDITION when the kernel
+// cannot run on the device. The CPU kernel ignores `device`.
+absl::StatusOr<KernelHandle> ResolveKernel(absl::string_view name, const DeviceInfo& device);
 
 // Resolves, validates, then runs kernel `kernel_name` on `args`. Prefer a
 // KernelHandle on hot paths.

@@ -115,6 +115,10 @@ struct AttentionArgs {
   const int32_t* cu_seqlens_q = nullptr;  // required iff problem.varlen
   const int32_t* cu_seqlens_k = nullptr;
   TensorStrides q_strides, k_strides, v_strides, out_strides;
+  // Device scratch memory the kernel may use during the call: at least
+  // KernelHandle::WorkspaceBytes(problem) bytes, 16-byte aligned, when that
+  // is not 0 (e.g. split-KV partial results); ignored otherwise.
+  void* workspace = nullptr;
 
   // Dense tensors for `problem` (strides from its lengths and heads).
   static AttentionArgs Contiguous(const AttentionProblem& problem, DType dtype, const void* q,

@@ -1,5 +1,5 @@
-// Definition of LaunchFlashFwd (declared in launch.h); included only by the
-// generated instance_*.cu files.
+// Definitions of LaunchFlashFwd and PrepareFlashFwd (declared in launch.h);
+// included only by the generated instance_*.cu files.
 #ifndef ATTN_KERNELS_SRC_CUDA_LAUNCH_CUH_
 #define ATTN_KERNELS_SRC_CUDA_LAUNCH_CUH_
 
@@ -9,6 +9,33 @@
 #include "launch.h"
 
 namespace attn::fa2 {
+
+template <DType kDType>
+using ElementOf = std::conditional_t<kDType == DType::kBFloat16, __nv_bfloat16, __half>;
+
+template <class Config, DType kDType, bool kEven, bool kMasked>
+cudaError_t PrepareFlashFwd() {
+  if constexpr (Config::kStaticRowStride != 0) {
+    // Step 16's launches may run its general kernel: prepare that one too.
+    const cudaError_t err = PrepareFlashFwd<typename Config::General, kDType, kEven, kMasked>();
+    if (err != cudaSuccess) return err;
+  }
+  using Shape = KernelShape<Config>;
+  const auto kernel = &FlashFwdKernel<Config, ElementOf<kDType>, kEven, kMasked>;
+  if constexpr (Shape::kSmemBytes > 48 * 1024) {
+    // Above 48 KiB a kernel must opt in to its dynamic shared memory.
+    const cudaError_t err = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes);
+    if (err != cudaSuccess) return err;
+  }
+  if constexpr (Config::kNoAllocateStores) {
+    // As much of the unified L1/shared array as possible for shared memory.
+    const cudaError_t err = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
 
 template <class Config, DType kDType, bool kEven, bool kMasked>
 cudaError_t LaunchFlashFwd(const FwdParams& params, cudaStream_t stream) {
@@ -20,21 +47,8 @@ cudaError_t LaunchFlashFwd(const FwdParams& params, cudaStream_t stream) {
       return LaunchFlashFwd<typename Config::General, kDType, kEven, kMasked>(params, stream);
     }
   }
-  using T = std::conditional_t<kDType == DType::kBFloat16, __nv_bfloat16, __half>;
   using Shape = KernelShape<Config>;
-  const auto kernel = &FlashFwdKernel<Config, T, kEven, kMasked>;
-  if constexpr (Shape::kSmemBytes > 48 * 1024) {
-    // Above 48 KiB a kernel must opt in to its dynamic shared memory.
-    const cudaError_t err = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes);
-    if (err != cudaSuccess) return err;
-  }
-  if constexpr (Config::kNoAllocateStores) {
-    // Step 14: as much of the unified L1/shared array as possible for shared memory.
-    const cudaError_t err = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-    if (err != cudaSuccess) return err;
-  }
+  const auto kernel = &FlashFwdKernel<Config, ElementOf<kDType>, kEven, kMasked>;
   const dim3 grid((params.seqlen_q + Config::kBlockM - 1) / Config::kBlockM, params.heads_q,
                   params.batch);
   kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(params);
@@ -49,7 +63,9 @@ cudaError_t LaunchFlashFwd(const FwdParams& params, cudaStream_t stream) {
       const attn::fa2::FwdParams&, cudaStream_t);                                             \
   template cudaError_t                                                                        \
   attn::fa2::LaunchFlashFwd<CONFIG, attn::DType::kBFloat16, EVEN, MASKED>(                   \
-      const attn::fa2::FwdParams&, cudaStream_t);
+      const attn::fa2::FwdParams&, cudaStream_t);                                             \
+  template cudaError_t attn::fa2::PrepareFlashFwd<CONFIG, attn::DType::kFloat16, EVEN, MASKED>(); \
+  template cudaError_t attn::fa2::PrepareFlashFwd<CONFIG, attn::DType::kBFloat16, EVEN, MASKED>();
 
 // A ladder step: even lengths, no mask (what LadderLaunchers takes).
 #define ATTN_INSTANTIATE_LADDER(CONFIG) ATTN_INSTANTIATE_VARIANT(CONFIG, true, false)

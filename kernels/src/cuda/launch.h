@@ -1,6 +1,7 @@
-// Host-side declaration of the kernel launcher, explicitly instantiated in
-// generated instance_*.cu files (see CMakeLists.txt), so nvcc compiles the
-// variants in parallel and host code never sees device code.
+// Host-side declarations of the kernel's launchers, explicitly instantiated
+// in generated instance_*.cu files (kernels/cmake/KernelFamilies.cmake), so
+// nvcc compiles the variants in parallel and host code never sees device
+// code.
 #ifndef ATTN_KERNELS_SRC_CUDA_LAUNCH_H_
 #define ATTN_KERNELS_SRC_CUDA_LAUNCH_H_
 
@@ -14,18 +15,42 @@ namespace attn::fa2 {
 // Launches FlashFwdKernel<Config, kDType, kEven, kMasked> on `stream`: grid,
 // block and dynamic shared memory come from the configuration and params.
 // Returns the launch's error (execution errors surface at the next
-// synchronisation).
+// synchronisation). PrepareFlashFwd of the same variant must have run on
+// the current device first.
 template <class Config, DType kDType, bool kEven, bool kMasked>
 cudaError_t LaunchFlashFwd(const FwdParams& params, cudaStream_t stream);
 
-using LaunchFn = cudaError_t (*)(const FwdParams&, cudaStream_t);
+// Sets the variant's launch attributes on the current device (dynamic
+// shared memory above 48 KiB, the shared-memory carveout): once per device,
+// before its first launch.
+template <class Config, DType kDType, bool kEven, bool kMasked>
+cudaError_t PrepareFlashFwd();
 
-// The launchers of one configuration, by [bf16][even][masked]; null where a
+using LaunchFn = cudaError_t (*)(const FwdParams&, cudaStream_t);
+using PrepareFn = cudaError_t (*)();
+
+// One compiled variant of a configuration.
+struct Variant {
+  LaunchFn launch = nullptr;
+  PrepareFn prepare = nullptr;
+};
+
+template <class Config, DType kDType, bool kEven, bool kMasked>
+constexpr Variant VariantOf() {
+  return {&LaunchFlashFwd<Config, kDType, kEven, kMasked>,
+          &PrepareFlashFwd<Config, kDType, kEven, kMasked>};
+}
+
+// The variants of one configuration, by [bf16][even][masked]; empty where a
 // variant is not instantiated (the ladder has only even, unmasked ones).
 struct Launchers {
-  LaunchFn fn[2][2][2] = {};
-  LaunchFn Get(DType dtype, bool even, bool masked) const {
+  Variant fn[2][2][2] = {};
+  const Variant& Get(DType dtype, bool even, bool masked) const {
     return fn[dtype == DType::kBFloat16][even][masked];
+  }
+  // True when only even lengths (whole blocks) have a variant.
+  bool EvenOnly() const {
+    return fn[0][0][0].launch == nullptr && fn[1][0][0].launch == nullptr;
   }
 };
 
@@ -33,8 +58,8 @@ struct Launchers {
 template <class Config>
 Launchers LadderLaunchers() {
   Launchers l;
-  l.fn[0][1][0] = &LaunchFlashFwd<Config, DType::kFloat16, true, false>;
-  l.fn[1][1][0] = &LaunchFlashFwd<Config, DType::kBFloat16, true, false>;
+  l.fn[0][1][0] = VariantOf<Config, DType::kFloat16, true, false>();
+  l.fn[1][1][0] = VariantOf<Config, DType::kBFloat16, true, false>();
   return l;
 }
 
@@ -42,14 +67,14 @@ Launchers LadderLaunchers() {
 template <class Config>
 Launchers AllLaunchers() {
   Launchers l;
-  l.fn[0][0][0] = &LaunchFlashFwd<Config, DType::kFloat16, false, false>;
-  l.fn[0][0][1] = &LaunchFlashFwd<Config, DType::kFloat16, false, true>;
-  l.fn[0][1][0] = &LaunchFlashFwd<Config, DType::kFloat16, true, false>;
-  l.fn[0][1][1] = &LaunchFlashFwd<Config, DType::kFloat16, true, true>;
-  l.fn[1][0][0] = &LaunchFlashFwd<Config, DType::kBFloat16, false, false>;
-  l.fn[1][0][1] = &LaunchFlashFwd<Config, DType::kBFloat16, false, true>;
-  l.fn[1][1][0] = &LaunchFlashFwd<Config, DType::kBFloat16, true, false>;
-  l.fn[1][1][1] = &LaunchFlashFwd<Config, DType::kBFloat16, true, true>;
+  l.fn[0][0][0] = VariantOf<Config, DType::kFloat16, false, false>();
+  l.fn[0][0][1] = VariantOf<Config, DType::kFloat16, false, true>();
+  l.fn[0][1][0] = VariantOf<Config, DType::kFloat16, true, false>();
+  l.fn[0][1][1] = VariantOf<Config, DType::kFloat16, true, true>();
+  l.fn[1][0][0] = VariantOf<Config, DType::kBFloat16, false, false>();
+  l.fn[1][0][1] = VariantOf<Config, DType::kBFloat16, false, true>();
+  l.fn[1][1][0] = VariantOf<Config, DType::kBFloat16, true, false>();
+  l.fn[1][1][1] = VariantOf<Config, DType::kBFloat16, true, true>();
   return l;
 }
 

@@ -80,8 +80,8 @@ std::string FindIn(const std::vector<TuningEntry>& entries, absl::string_view de
 
 }  // namespace
 
-absl::StatusOr<std::string> LookupTunedCandidate(absl::string_view device_name,
-                                                 absl::string_view step_prefix) {
+absl::StatusOr<TuningTables> LoadTuningTables() {
+  TuningTables tables;
   if (const char* path = std::getenv("ATTN_TUNING_TABLE"); path != nullptr && *path != '\0') {
     std::ifstream file(path);
     if (!file) {
@@ -95,13 +95,27 @@ absl::StatusOr<std::string> LookupTunedCandidate(absl::string_view device_name,
       return absl::FailedPreconditionError(
           absl::StrCat("ATTN_TUNING_TABLE=", path, ": ", entries.status().message()));
     }
-    if (std::string found = FindIn(*entries, device_name, step_prefix); !found.empty()) {
-      return found;
-    }
+    tables.environment = *std::move(entries);
   }
   absl::StatusOr<std::vector<TuningEntry>> builtin = ParseTuningTable(BuiltinTuningTable());
   if (!builtin.ok()) return builtin.status();
-  return FindIn(*builtin, device_name, step_prefix);
+  tables.builtin = *std::move(builtin);
+  return tables;
+}
+
+std::string FindTunedCandidate(const TuningTables& tables, absl::string_view device_name,
+                               absl::string_view step_prefix) {
+  if (std::string found = FindIn(tables.environment, device_name, step_prefix); !found.empty()) {
+    return found;
+  }
+  return FindIn(tables.builtin, device_name, step_prefix);
+}
+
+absl::StatusOr<std::string> LookupTunedCandidate(absl::string_view device_name,
+                                                 absl::string_view step_prefix) {
+  absl::StatusOr<TuningTables> tables = LoadTuningTables();
+  if (!tables.ok()) return tables.status();
+  return FindTunedCandidate(*tables, device_name, step_prefix);
 }
 
 }  // namespace attn

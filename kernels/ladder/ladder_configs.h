@@ -55,7 +55,7 @@ struct K06Exp2Softmax : K05RfDoubleBuffer {
 // Step 7 — auto-tuning: step 6's kernel over a space of tile shapes, warp
 // counts and register-load granularities (K7<Tile>), named by their fields.
 // attn_tune times every candidate on the GPU it runs on; the library picks
-// the winner per (device, step) (kernels/tuning/).
+// the winner per (device, step) (kernels/tuning/, attn/tuning.h).
 struct Tile64x64W4QRegs : K06Exp2Softmax {  // Q in registers, K/V sliced
   static constexpr int kBlockM = 64;
   static constexpr int kBlockN = 64;

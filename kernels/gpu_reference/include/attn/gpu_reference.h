@@ -1,9 +1,9 @@
 // attn/gpu_reference.h
 //
-// Device-side helpers for tests and benchmarks: a naive float32 attention to
-// check fast kernels against at sizes where a CPU float64 reference is too
-// slow, and a random-input generator. Not for serving. In builds without CUDA
-// both return FAILED_PRECONDITION.
+// attn::gpu_reference (CUDA builds only): device-side helpers for tests and
+// benchmarks, a naive float32 attention to check fast kernels against at
+// sizes where a CPU float64 reference is too slow, and a random-input
+// generator. Not for serving: no server links it.
 #ifndef ATTN_GPU_REFERENCE_H_
 #define ATTN_GPU_REFERENCE_H_
 

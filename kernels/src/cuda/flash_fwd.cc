@@ -1,0 +1,64 @@
+// The production GPU kernel flash_fwd as a kernel library of attn::kernels:
+// its tiles in each family of kernel_table.inc this build compiled,
+// resolved per device (gpu_kernel.h).
+#include "attn/attention.h"
+#include "attn/kernel_library.h"
+#include "builtin_libraries.h"
+#include "flash_fwd_configs.h"
+#include "gpu_kernel.h"
+
+namespace attn {
+namespace {
+
+const fa2::GpuKernel& FlashFwd() {
+  static const fa2::GpuKernel* kernel = [] {
+    std::vector<fa2::FamilyTiles> families;
+#define ATTN_FAMILY(family, min_cc, scope, features)
+#define ATTN_PRODUCTION(family, config)                                                    \
+  fa2::AddRow<fa2::FamilyBuilt(ATTN_FAMILY_ARCHS_##family), fa2::config,                  \
+              fa2::RowVariants::kAll>(&families, #family);
+#include "kernel_table.inc"
+#undef ATTN_FAMILY
+#undef ATTN_PRODUCTION
+    return new fa2::GpuKernel(std::move(families));
+  }();
+  return *kernel;
+}
+
+KernelInfo BaseInfo() {
+  KernelInfo info;
+  info.name = kProductionKernelName;
+  info.description =
+      "production FA2 forward: causal, window, any lengths, GQA/MQA, LSE, varlen, strides; "
+      "head_dim 64/96/128/192/256, each with its own tile";
+  KernelCapabilities& caps = info.caps;
+  caps.causal = caps.window = caps.gqa = caps.seqlen_q_ne_k = caps.lse = caps.varlen =
+      caps.strided = true;
+  return info;
+}
+
+class FlashFwdLibrary : public KernelLibrary {
+ public:
+  std::vector<KernelInfo> List() const override {
+    absl::StatusOr<KernelInfo> info = FlashFwd().Describe(BaseInfo());
+    if (!info.ok()) return {};
+    return {*std::move(info)};
+  }
+  absl::StatusOr<KernelHandle> Resolve(absl::string_view name,
+                                       const DeviceInfo* device) const override {
+    if (name != kProductionKernelName) return absl::NotFoundError(name);
+    return FlashFwd().Resolve(BaseInfo(), device);
+  }
+};
+
+}  // namespace
+
+namespace internal {
+
+const KernelLibrary& ProductionGpuLibrary() {
+  static const FlashFwdLibrary* library = new FlashFwdLibrary;
+  return *library;
+}
+
+}  // namespace internal
+}  // namespace attn

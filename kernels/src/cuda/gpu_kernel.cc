@@ -1,0 +1,324 @@
+#include "gpu_kernel.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace attn::fa2 {
+namespace {
+
+absl::Status CudaError(cudaError_t err, absl::string_view what) {
+  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorName(err), " (",
+                                          cudaGetErrorString(err), ")"));
+}
+
+FwdParams MakeParams(const AttentionArgs& args) {
+  const AttentionProblem& pb = args.problem;
+  FwdParams p{};
+  p.q = args.q;
+  p.k = args.k;
+  p.v = args.v;
+  p.o = args.out;
+  p.lse = pb.return_lse ? args.lse : nullptr;
+  p.cu_seqlens_q = pb.varlen ? args.cu_seqlens_q : nullptr;
+  p.cu_seqlens_k = pb.varlen ? args.cu_seqlens_k : nullptr;
+  p.q_batch_stride = args.q_strides.batch;
+  p.q_row_stride = args.q_strides.row;
+  p.q_head_stride = args.q_strides.head;
+  p.k_batch_stride = args.k_strides.batch;
+  p.k_head_stride = args.k_strides.head;
+  p.v_batch_stride = args.v_strides.batch;
+  p.v_head_stride = args.v_strides.head;
+  p.kv_row_stride = args.k_strides.row;  // ValidateArgs checked v's is the same on GPUs
+  p.o_batch_stride = args.out_strides.batch;
+  p.o_row_stride = args.out_strides.row;
+  p.o_head_stride = args.out_strides.head;
+  p.batch = static_cast<int>(pb.batch);
+  p.seqlen_q = static_cast<int>(pb.seqlen_q);
+  p.seqlen_k = static_cast<int>(pb.seqlen_k);
+  p.heads_q = static_cast<int>(pb.heads_q);
+  p.heads_per_kv = static_cast<int>(pb.heads_q / pb.heads_kv);
+  p.total_q = static_cast<int>(pb.varlen ? pb.total_q : 0);
+  p.window_left = static_cast<int>(pb.window_left);
+  p.window_right = static_cast<int>(pb.EffectiveWindowRight());
+  p.scale = pb.ResolvedScale();
+  p.scale_log2 = p.scale * static_cast<float>(M_LOG2E);
+  return p;
+}
+
+absl::Status CheckDevicePointer(const char* field, const void* ptr) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    cudaGetLastError();
+    return absl::InvalidArgumentError(absl::StrCat(field, " is not a CUDA pointer"));
+  }
+  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " must point to device memory for GPU kernels"));
+  }
+  return absl::OkStatus();
+}
+
+// Every pointer the launch reads or writes is device (or managed) memory.
+absl::Status CheckDevicePointers(const AttentionArgs& args) {
+  const AttentionProblem& pb = args.problem;
+  std::vector<std::pair<const char*, const void*>> pointers = {
+      {"q", args.q}, {"k", args.k}, {"v", args.v}, {"out", args.out}};
+  if (pb.return_lse) pointers.emplace_back("lse", args.lse);
+  if (pb.varlen) {
+    pointers.emplace_back("cu_seqlens_q", args.cu_seqlens_q);
+    pointers.emplace_back("cu_seqlens_k", args.cu_seqlens_k);
+  }
+  for (const auto& [field, ptr] : pointers) {
+    if (absl::Status st = CheckDevicePointer(field, ptr); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+std::string CapabilityName(int compute_capability) {
+  return absl::StrFormat("%d.%d", compute_capability / 10, compute_capability % 10);
+}
+
+// "ampere needs compute capability 8.0 or newer", for messages.
+std::string Requirement(const KernelFamily& family) {
+  return absl::StrCat(family.name, " needs compute capability ",
+                      CapabilityName(family.min_compute_capability),
+                      family.arch_specific ? " exactly" : " or newer");
+}
+
+// Sets the launch attributes of every variant of `tiles` on device
+// `ordinal`, leaving the calling thread's current device as it was.
+absl::Status PrepareOn(const std::vector<GpuTile>& tiles, int ordinal, absl::string_view what) {
+  int current = 0;
+  if (cudaError_t err = cudaGetDevice(&current); err != cudaSuccess) {
+    return CudaError(err, "cudaGetDevice");
+  }
+  if (current != ordinal) {
+    if (cudaError_t err = cudaSetDevice(ordinal); err != cudaSuccess) {
+      return CudaError(err, absl::StrCat("cudaSetDevice(", ordinal, ")"));
+    }
+  }
+  cudaError_t err = cudaSuccess;
+  for (const GpuTile& tile : tiles) {
+    for (const auto& by_even : tile.launchers.fn) {
+      for (const auto& by_mask : by_even) {
+        for (const Variant& variant : by_mask) {
+          if (err == cudaSuccess && variant.prepare != nullptr) err = variant.prepare();
+        }
+      }
+    }
+  }
+  if (current != ordinal) cudaSetDevice(current);
+  if (err != cudaSuccess) {
+    return CudaError(err, absl::StrCat("setting the launch attributes of ", what, " on device ",
+                                       ordinal));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void AddFamilyTile(std::vector<FamilyTiles>* families, absl::string_view family,
+                   std::optional<GpuTile> tile) {
+  auto it = std::find_if(families->begin(), families->end(),
+                         [&](const FamilyTiles& f) { return f.family->name == family; });
+  if (it == families->end()) {
+    // Every family name in a table row is one of kernel_table.inc's: the
+    // build refuses a row that names another.
+    families->push_back({FindKernelFamily(family), {}});
+    it = families->end() - 1;
+  }
+  if (tile.has_value()) it->tiles.push_back(*tile);
+}
+
+GpuKernel::GpuKernel(std::vector<FamilyTiles> families) {
+  for (FamilyTiles& f : families) {
+    if (f.tiles.empty()) {
+      not_built_.push_back(f.family->name);
+      continue;
+    }
+    Family family{f.family, std::move(f.tiles), {}};
+    family.by_head_dim.fill(-1);
+    for (size_t i = 0; i < family.tiles.size(); ++i) {
+      family.by_head_dim[family.tiles[i].head_dim / kHeadDimStep] = static_cast<int8_t>(i);
+    }
+    built_.push_back(std::move(family));
+  }
+  // Best first: the order BestFor's ties keep.
+  std::stable_sort(built_.begin(), built_.end(), [](const Family& a, const Family& b) {
+    return a.family->min_compute_capability > b.family->min_compute_capability;
+  });
+}
+
+const GpuTile* GpuKernel::Family::ForHeadDim(int64_t head_dim) const {
+  if (head_dim <= 0 || head_dim > kMaxGpuHeadDim || head_dim % kHeadDimStep != 0) return nullptr;
+  const int8_t i = by_head_dim[head_dim / kHeadDimStep];
+  return i < 0 ? nullptr : &tiles[i];
+}
+
+const GpuKernel::Family* GpuKernel::BestFor(const DeviceInfo& device) const {
+  std::vector<const KernelFamily*> families;
+  for (const Family& f : built_) families.push_back(f.family);
+  const KernelFamily* best = BestFamily(families, device.ComputeCapability());
+  for (const Family& f : built_) {
+    if (f.family == best) return &f;
+  }
+  return nullptr;
+}
+
+absl::Status GpuKernel::NotOn(const KernelInfo& info, const DeviceInfo& device) const {
+  std::vector<std::string> needs;
+  for (const Family& f : built_) needs.push_back(Requirement(*f.family));
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "kernel '%s' cannot run on device %d (%s, compute capability %s): %s", info.name,
+      device.ordinal, device.name, CapabilityName(device.ComputeCapability()),
+      absl::StrJoin(needs, "; ")));
+}
+
+absl::StatusOr<KernelInfo> GpuKernel::Describe(KernelInfo base) const {
+  if (!built()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "kernel '%s' is in kernel family %s, which this build did not compile "
+        "(ATTN_CUDA_ARCHITECTURES has none of its architectures)",
+        base.name, absl::StrJoin(not_built_, ", ")));
+  }
+  const Family* family = &built_.back();  // the most portable, on a host without a device
+  if (absl::StatusOr<DeviceInfo> device = CurrentCudaDevice(); device.ok()) {
+    if (const Family* best = BestFor(*device); best != nullptr) family = best;
+  }
+  return DescribeFamily(std::move(base), *family);
+}
+
+KernelInfo GpuKernel::DescribeFamily(KernelInfo base, const Family& family) {
+  base.backend = Backend::kCuda;
+  base.family = family.family->name;
+  KernelCapabilities& caps = base.caps;
+  caps.min_compute_capability = family.family->min_compute_capability;
+  caps.head_dims.clear();
+  for (const GpuTile& tile : family.tiles) {
+    caps.head_dims.push_back(tile.head_dim);
+    // Both block sizes are powers of two: the larger is a multiple of both.
+    if (tile.launchers.EvenOnly()) {
+      caps.seq_multiple = std::max({caps.seq_multiple, tile.block_m, tile.block_n});
+    }
+  }
+  const GpuTile* reference = family.ForHeadDim(128);
+  if (reference == nullptr) reference = &family.tiles.front();
+  base.block_m = reference->block_m;
+  base.block_n = reference->block_n;
+  base.num_warps = reference->num_warps;
+  return base;
+}
+
+absl::StatusOr<const GpuKernel::OnDevice*> GpuKernel::Bind(const DeviceInfo& device) const {
+  const Family* family = BestFor(device);
+  if (family == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_ptr<const OnDevice>& bound = bound_[{device.ordinal, family}];
+  if (bound == nullptr) {
+    if (absl::Status st = PrepareOn(family->tiles, device.ordinal,
+                                    absl::StrCat("kernel family ", family->family->name));
+        !st.ok()) {
+      return st;
+    }
+    bound = std::make_unique<const OnDevice>(OnDevice{family, device.ordinal});
+  }
+  return bound.get();
+}
+
+absl::StatusOr<KernelHandle> GpuKernel::Resolve(KernelInfo base, const DeviceInfo* device) const {
+  if (device == nullptr) {
+    absl::StatusOr<KernelInfo> info = Describe(std::move(base));
+    if (!info.ok()) return info.status();
+    return KernelHandle(*std::move(info), KernelHandle::Entry{&LaunchHere, &CheckHere, nullptr},
+                        this);
+  }
+  if (!built()) return Describe(std::move(base)).status();
+  absl::StatusOr<const OnDevice*> bound = Bind(*device);
+  if (!bound.ok()) return bound.status();
+  if (*bound == nullptr) return NotOn(base, *device);
+  // Described for its own device's family.
+  return KernelHandle(DescribeFamily(std::move(base), *(*bound)->family),
+                      KernelHandle::Entry{&LaunchBound, &CheckBound, nullptr}, *bound,
+                      device->ordinal);
+}
+
+absl::Status GpuKernel::LaunchBound(const void* impl, const KernelInfo& info,
+                                    const AttentionArgs& args, CUstream_st* stream) {
+  const OnDevice& bound = *static_cast<const OnDevice*>(impl);
+  const AttentionProblem& pb = args.problem;
+  const GpuTile* tile = bound.family->ForHeadDim(pb.head_dim);
+  if (tile == nullptr) {  // ValidateProblem refuses head_dims the kernel has no tile for
+    return absl::InvalidArgumentError(
+        absl::StrFormat("head_dim is %d; kernel '%s' has no tile for it in family %s",
+                        pb.head_dim, info.name, bound.family->family->name));
+  }
+  const bool even = !pb.varlen && pb.seqlen_q % tile->block_m == 0 && pb.seqlen_k % tile->block_n == 0;
+  const Variant& variant = tile->launchers.Get(args.dtype, even, pb.HasMask());
+  if (variant.launch == nullptr) {  // ValidateProblem refuses what a kernel has no variant for
+    return absl::InternalError(
+        absl::StrCat("kernel '", info.name, "' has no variant for ", pb.ToString()));
+  }
+  if (cudaError_t err = variant.launch(MakeParams(args), stream); err != cudaSuccess) {
+    return CudaError(err, absl::StrCat("launch of kernel '", info.name, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuKernel::LaunchHere(const void* impl, const KernelInfo& info,
+                                   const AttentionArgs& args, CUstream_st* stream) {
+  const GpuKernel& kernel = *static_cast<const GpuKernel*>(impl);
+  absl::StatusOr<DeviceInfo> device = CurrentCudaDevice();
+  if (!device.ok()) return device.status();
+  absl::StatusOr<const OnDevice*> bound = kernel.Bind(*device);
+  if (!bound.ok()) return bound.status();
+  if (*bound == nullptr) return kernel.NotOn(info, *device);
+  return LaunchBound(*bound, info, args, stream);
+}
+
+absl::Status GpuKernel::CheckBound(const void* impl, const KernelInfo& info,
+                                   const AttentionArgs& args) {
+  const OnDevice& bound = *static_cast<const OnDevice*>(impl);
+  int current = -1;
+  if (cudaError_t err = cudaGetDevice(&current); err != cudaSuccess) {
+    return CudaError(err, "cudaGetDevice");
+  }
+  if (current != bound.ordinal) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "kernel '%s' was resolved for device %d; the calling thread's current device is %d",
+        info.name, bound.ordinal, current));
+  }
+  return CheckDevicePointers(args);
+}
+
+absl::Status GpuKernel::CheckHere(const void* impl, const KernelInfo& info,
+                                  const AttentionArgs& args) {
+  const GpuKernel& kernel = *static_cast<const GpuKernel*>(impl);
+  absl::StatusOr<DeviceInfo> device = CurrentCudaDevice();
+  if (!device.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "kernel '", info.name, "' needs a CUDA device: ", device.status().message()));
+  }
+  if (kernel.BestFor(*device) == nullptr) return kernel.NotOn(info, *device);
+  return CheckDevicePointers(args);
+}
+
+absl::StatusOr<DeviceInfo> CurrentCudaDevice() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();  // not sticky; keep the thread's error state clean
+    return absl::FailedPreconditionError("no CUDA device is visible");
+  }
+  int ordinal = 0;
+  if (cudaError_t err = cudaGetDevice(&ordinal); err != cudaSuccess) {
+    return CudaError(err, "cudaGetDevice");
+  }
+  return GetCudaDevice(ordinal);
+}
+
+}  // namespace attn::fa2

@@ -1,0 +1,144 @@
+// GpuKernel: one GPU kernel of any attn kernel library (flash_fwd here, the
+// ladder's steps in kernels/ladder/) as compiled tiles in kernel families,
+// resolved into KernelHandles: bound to a device (its family chosen, every
+// variant's launch attributes set there, once) or to the calling thread's
+// current device at each launch. Host code only.
+#ifndef ATTN_KERNELS_SRC_CUDA_GPU_KERNEL_H_
+#define ATTN_KERNELS_SRC_CUDA_GPU_KERNEL_H_
+
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "attn/attention.h"
+#include "attn/device.h"
+#include "attn/kernel_family.h"
+#include "kernel_families_built.h"
+#include "launch.h"
+
+namespace attn::fa2 {
+
+// Whether this build compiled the family whose ATTN_FAMILY_ARCHS_<family>
+// (kernel_families_built.h) is `architectures`.
+constexpr bool FamilyBuilt(const char* architectures) { return architectures[0] != '\0'; }
+
+// Handles index tiles by head_dim in steps of kHeadDimStep up to
+// kMaxGpuHeadDim (the kernel loads 16-byte chunks of 8 elements).
+inline constexpr int kHeadDimStep = 8;
+inline constexpr int kMaxGpuHeadDim = 256;
+
+// One compiled configuration of the kernel template.
+struct GpuTile {
+  int head_dim = 0;
+  int block_m = 0;
+  int block_n = 0;
+  int num_warps = 0;
+  Launchers launchers;
+};
+
+template <class Cfg>
+GpuTile TileOf(const Launchers& launchers) {
+  static_assert(Cfg::kHeadDim % kHeadDimStep == 0 && Cfg::kHeadDim <= kMaxGpuHeadDim,
+                "a tile's head_dim must fit GpuKernel's index by head_dim");
+  return {Cfg::kHeadDim, Cfg::kBlockM, Cfg::kBlockN, Cfg::kNumWarps, launchers};
+}
+
+// A kernel's tiles in one family, as its table rows list them; no tiles
+// when this build did not compile the family.
+struct FamilyTiles {
+  const KernelFamily* family = nullptr;
+  std::vector<GpuTile> tiles;
+};
+
+// Adds `tile` (none for a family not built) to family `family`'s entry of
+// `families`, making it on first use.
+void AddFamilyTile(std::vector<FamilyTiles>* families, absl::string_view family,
+                   std::optional<GpuTile> tile);
+
+// Which variants a table row instantiates (launch.cuh's ATTN_INSTANTIATE_*).
+enum class RowVariants { kLadder, kAll };
+
+// A table row's tile, expanded only where its family was compiled, so a
+// build never names a launcher it does not have.
+template <bool kBuilt, class Cfg, RowVariants kVariants>
+void AddRow(std::vector<FamilyTiles>* families, absl::string_view family) {
+  if constexpr (!kBuilt) {
+    AddFamilyTile(families, family, std::nullopt);
+  } else if constexpr (kVariants == RowVariants::kAll) {
+    AddFamilyTile(families, family, TileOf<Cfg>(AllLaunchers<Cfg>()));
+  } else {
+    AddFamilyTile(families, family, TileOf<Cfg>(LadderLaunchers<Cfg>()));
+  }
+}
+
+class GpuKernel {
+ public:
+  explicit GpuKernel(std::vector<FamilyTiles> families);
+  GpuKernel(const GpuKernel&) = delete;
+  GpuKernel& operator=(const GpuKernel&) = delete;
+
+  // Whether this build compiled it in any family.
+  bool built() const { return !built_.empty(); }
+
+  // `base` (name, ladder step, description, the features of caps) completed
+  // for the family the calling thread's current device runs (the most
+  // portable one on a host without a device): backend, family, head_dims, the
+  // tile at head_dim 128 (or the first), seq_multiple for even-only tiles,
+  // the minimum compute capability. FAILED_PRECONDITION when not built.
+  absl::StatusOr<KernelInfo> Describe(KernelInfo base) const;
+
+  // A handle described by Describe(base) for `device` (null: for the
+  // current device now, run on the current device at each launch).
+  // FAILED_PRECONDITION when not built or no family runs on `device`.
+  absl::StatusOr<KernelHandle> Resolve(KernelInfo base, const DeviceInfo* device) const;
+
+ private:
+  // A family's tiles with an index by head_dim (no search per launch).
+  struct Family {
+    const KernelFamily* family;
+    std::vector<GpuTile> tiles;
+    std::array<int8_t, kMaxGpuHeadDim / kHeadDimStep + 1> by_head_dim;  // -1: none
+    const GpuTile* ForHeadDim(int64_t head_dim) const;
+  };
+  // The kernel bound to one device: what a launch there reads.
+  struct OnDevice {
+    const Family* family;
+    int ordinal;
+  };
+
+  const Family* BestFor(const DeviceInfo& device) const;
+  static KernelInfo DescribeFamily(KernelInfo base, const Family& family);
+  absl::Status NotOn(const KernelInfo& info, const DeviceInfo& device) const;
+  // The kernel on `device`, its variants prepared there on first use; null
+  // when none of its families runs there.
+  absl::StatusOr<const OnDevice*> Bind(const DeviceInfo& device) const;
+
+  static absl::Status LaunchBound(const void* impl, const KernelInfo& info,
+                                  const AttentionArgs& args, CUstream_st* stream);
+  static absl::Status LaunchHere(const void* impl, const KernelInfo& info,
+                                 const AttentionArgs& args, CUstream_st* stream);
+  static absl::Status CheckBound(const void* impl, const KernelInfo& info,
+                                 const AttentionArgs& args);
+  static absl::Status CheckHere(const void* impl, const KernelInfo& info,
+                                const AttentionArgs& args);
+
+  std::vector<Family> built_;
+  std::vector<std::string> not_built_;  // families named by its rows that this build skipped
+  mutable std::mutex mu_;
+  mutable std::map<std::pair<int, const Family*>, std::unique_ptr<const OnDevice>> bound_;
+};
+
+// The calling thread's current CUDA device; FAILED_PRECONDITION when no
+// device is visible.
+absl::StatusOr<DeviceInfo> CurrentCudaDevice();
+
+}  // namespace attn::fa2
+
+#endif  // ATTN_KERNELS_SRC_CUDA_GPU_KERNEL_H_
