@@ -1,6 +1,8 @@
 #include "backends/kernel_catalog.h"
 
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +22,32 @@ void RegisterKernelLibraries() {
 #if ATTN_SERVER_LADDER
   ladder::Register();
 #endif
+}
+
+// `handles` resolved for `device`: a kernel that cannot run there keeps
+// its FAILED_PRECONDITION; any other error is the catalog's.
+absl::StatusOr<std::vector<absl::StatusOr<KernelHandle>>> BindAll(
+    const std::vector<KernelHandle>& handles, const DeviceInfo& device) {
+  std::vector<absl::StatusOr<KernelHandle>> bound;
+  for (const KernelHandle& handle : handles) {
+    absl::StatusOr<KernelHandle> kernel = ResolveKernel(handle.info().name, device);
+    if (!kernel.ok() && kernel.status().code() != absl::StatusCode::kFailedPrecondition) {
+      return kernel.status();
+    }
+    bound.push_back(std::move(kernel));
+  }
+  return bound;
+}
+
+// Where `kernel` is in `handles`, if it is one of them.
+std::optional<size_t> PositionIn(const std::vector<KernelHandle>& handles,
+                                 const KernelHandle* kernel) {
+  const std::less<const KernelHandle*> before;
+  if (handles.empty() || before(kernel, handles.data()) ||
+      !before(kernel, handles.data() + handles.size())) {
+    return std::nullopt;
+  }
+  return static_cast<size_t>(kernel - handles.data());
 }
 
 }  // namespace
@@ -80,6 +108,48 @@ absl::StatusOr<KernelCatalog> KernelCatalog::ForBackend(Backend backend) {
     catalog->candidates_.push_back(*std::move(handle));
   }
   return catalog;
+}
+
+absl::StatusOr<KernelCatalog> KernelCatalog::ForCudaDevices(
+    absl::Span<const DeviceInfo> devices) {
+  absl::StatusOr<KernelCatalog> catalog = ForBackend(Backend::kCuda);
+  if (!catalog.ok()) return catalog;
+  for (const DeviceInfo& device : devices) {
+    DeviceKernels& bound = catalog->devices_.emplace_back();
+    bound.ordinal = device.ordinal;
+    absl::StatusOr<std::vector<absl::StatusOr<KernelHandle>>> kernels =
+        BindAll(catalog->kernels_, device);
+    if (!kernels.ok()) return kernels.status();
+    bound.kernels = *std::move(kernels);
+    absl::StatusOr<std::vector<absl::StatusOr<KernelHandle>>> candidates =
+        BindAll(catalog->candidates_, device);
+    if (!candidates.ok()) return candidates.status();
+    bound.candidates = *std::move(candidates);
+  }
+  return catalog;
+}
+
+absl::StatusOr<const KernelHandle*> KernelCatalog::OnDevice(const KernelHandle& kernel,
+                                                           int ordinal) const {
+  const DeviceKernels* device = nullptr;
+  for (const DeviceKernels& d : devices_) {
+    if (d.ordinal == ordinal) device = &d;
+  }
+  if (device == nullptr) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the kernel catalog resolved no kernel for device %d (ForCudaDevices)", ordinal));
+  }
+  const absl::StatusOr<KernelHandle>* bound = nullptr;
+  if (const std::optional<size_t> i = PositionIn(kernels_, &kernel); i.has_value()) {
+    bound = &device->kernels[*i];
+  } else if (const std::optional<size_t> j = PositionIn(candidates_, &kernel); j.has_value()) {
+    bound = &device->candidates[*j];
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel '", kernel.info().name, "' is not a handle of this catalog"));
+  }
+  if (!bound->ok()) return bound->status();
+  return &**bound;
 }
 
 int64_t KernelCatalog::MinHeadDim() const {

@@ -20,6 +20,11 @@
 // server is built with ATTN_SERVER_LADDER (server/CMakeLists.txt, default
 // ON), the FA2 ladder's (attn::ladder: its steps listed, its tuning
 // candidates runnable by name).
+//
+// Per device (ForCudaDevices): every kernel is also resolved for each
+// device, so an executor launches the handle bound to its own device
+// (OnDevice) with KernelHandle::Launch, which repeats none of the checks
+// admission made.
 #ifndef ATTN_SERVER_KERNEL_CATALOG_H_
 #define ATTN_SERVER_KERNEL_CATALOG_H_
 
@@ -30,7 +35,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "attn/attention.h"
+#include "attn/device.h"
 
 namespace attn::server {
 
@@ -45,6 +52,12 @@ class KernelCatalog {
   // on CUDA (the last listed CUDA kernel in a build without it).
   // FAILED_PRECONDITION when the build has no kernel for `backend`.
   static absl::StatusOr<KernelCatalog> ForBackend(Backend backend);
+
+  // ForBackend(Backend::kCuda), with every kernel (tuning candidates too)
+  // also resolved for each of `devices` (as ListCudaDevices returns them):
+  // the family it runs there chosen, the device's facts cached and the
+  // launch attributes of every variant set on it, here, once.
+  static absl::StatusOr<KernelCatalog> ForCudaDevices(absl::Span<const DeviceInfo> devices);
 
   // A catalog of the given kernels of `backend` (e.g. synthetic ones in
   // tests); the default is the one named `default_name`.
@@ -73,13 +86,26 @@ class KernelCatalog {
   absl::StatusOr<const KernelHandle*> Resolve(absl::string_view name,
                                               const AttentionProblem& problem) const;
 
+  // The handle of `kernel` (one Resolve or default_kernel() returned)
+  // bound to device `ordinal`, to launch there. FAILED_PRECONDITION when
+  // the kernel cannot run on that device or the catalog was not made for
+  // it (ForCudaDevices); INVALID_ARGUMENT for a handle of another catalog.
+  absl::StatusOr<const KernelHandle*> OnDevice(const KernelHandle& kernel, int ordinal) const;
+
  private:
+  // One device's handles, by position in kernels_ and candidates_.
+  struct DeviceKernels {
+    int ordinal = 0;
+    std::vector<absl::StatusOr<KernelHandle>> kernels, candidates;
+  };
+
   const KernelHandle* Find(absl::string_view name) const;
 
   Backend backend_ = Backend::kCpu;
   std::vector<KernelHandle> kernels_;     // listed
   std::vector<KernelHandle> candidates_;  // runnable by name, not listed
   size_t default_index_ = 0;
+  std::vector<DeviceKernels> devices_;  // ForCudaDevices
 };
 
 }  // namespace attn::server

@@ -2,7 +2,7 @@
 // has it (backends/kernel_catalog.cc compiled without the ladder, linked
 // with attn::kernels alone): production kernels only, the ladder's names
 // unknown, a CUDA kernel asked of the wrong backend or build refused with
-// FAILED_PRECONDITION.
+// FAILED_PRECONDITION, and the per-device handles of ForCudaDevices.
 #include <string>
 #include <vector>
 
@@ -46,6 +46,28 @@ TEST(ProductionCatalogTest, CudaCatalogHasFlashFwdOnly) {
   EXPECT_EQ(catalog->default_kernel().info().name, kProductionKernelName);
   EXPECT_EQ(catalog->Resolve("k07_autotuned", kProblem).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+TEST(ProductionCatalogTest, PerDeviceHandlesSayWhyADeviceCannotRunAKernel) {
+  const DeviceInfo turing{3, "Fake T4", 7, 5, 40, 16LL << 30};  // sm_75: below every family
+  absl::StatusOr<KernelCatalog> catalog = KernelCatalog::ForCudaDevices({turing});
+  if (!BuiltWithCuda()) {
+    EXPECT_EQ(catalog.status().code(), absl::StatusCode::kFailedPrecondition) << catalog.status();
+    return;
+  }
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  const KernelHandle& flash = catalog->default_kernel();
+  const absl::StatusOr<const KernelHandle*> on_turing = catalog->OnDevice(flash, 3);
+  ASSERT_EQ(on_turing.status().code(), absl::StatusCode::kFailedPrecondition)
+      << on_turing.status();
+  EXPECT_TRUE(Contains(on_turing.status().message(), "compute capability 7.5"))
+      << on_turing.status();
+  const absl::StatusOr<const KernelHandle*> elsewhere = catalog->OnDevice(flash, 0);
+  EXPECT_EQ(elsewhere.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(elsewhere.status().message(), "no kernel for device 0"))
+      << elsewhere.status();
+  const KernelHandle stranger = flash;  // a copy: not the catalog's
+  EXPECT_EQ(catalog->OnDevice(stranger, 3).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
