@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "attn/device.h"
-#include "backends/executor.h"
+#include "core/executor.h"
 #include "backends/kernel_catalog.h"
 #include "regions/region_backend.h"
 #include "server_options.h"

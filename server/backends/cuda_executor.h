@@ -4,21 +4,16 @@
 // with CUDA (ATTN_HAVE_CUDA) and in cuda_executor_none.cc otherwise, so a
 // CPU-only build contains no CUDA code at all.
 //
-// One executor per (device, stream): each owns a non-blocking CUDA stream,
-// timing events, and device buffers for Q, K, V, O (each sized for the
-// largest allowed tensor on its own: K and V may be larger than Q when
-// kv_seq_len > seq_len, and the token limit bounds each tensor), the LSE
-// (float32) and the two cu_seqlens, plus pinned host staging buffers, all
-// allocated once here, never per request. Run() stages the inputs into
-// pinned memory, copies them to the device, poisons O and the LSE (NaN),
-// runs the request's resolved KernelHandle on the stream, copies O (and the
-// LSE) back and waits for the stream (blocking the worker thread, not a
-// gRPC thread). Inputs are copied once, from where the front end received
-// them (TensorBytes pieces) into staging; O lands in a pinned buffer lent to
-// the response when the job takes one (pinned_output_pool.h), so a unary
-// request's tensors cross host memory once each way.
-// Kernel time comes from CUDA events around the launch. A failed CUDA call
-// becomes INTERNAL naming the call, the device and the source line.
+// One executor per (device, stream), each over a CudaSlot (cuda_slot.h):
+// the stream, its events and every buffer a launch needs, allocated once
+// here, never per request. Run() plans its jobs as one launch (or each
+// alone, launch_plan.h), routes every part (cuda_routing.h: pinned heap,
+// staging, regions, device copies), enqueues the copies in, poisons O and
+// the LSE (NaN), runs the request's resolved KernelHandle on the stream,
+// enqueues the copies back and waits for the stream (blocking the worker
+// thread, not a gRPC thread). Kernel time comes from CUDA events around the
+// launch. A failed CUDA call becomes INTERNAL naming the call, the device
+// and the source line; a sticky one retires the executor.
 #ifndef ATTN_SERVER_CUDA_EXECUTOR_H_
 #define ATTN_SERVER_CUDA_EXECUTOR_H_
 
@@ -30,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "attn/attention.h"
 #include "attn/device.h"
-#include "backends/executor.h"
+#include "core/executor.h"
 
 namespace attn::server {
 

@@ -81,7 +81,7 @@ class CudaRegion final : public RegionMemory {
       : opened_(std::move(opened)), offset_(offset), size_(size), device_(device) {}
   char* data() const override { return opened_->base() + offset_; }
   int64_t size() const override { return size_; }
-  TensorPath path() const override { return TensorPath::kCudaRegion; }
+  bool on_device() const override { return true; }
   int device() const override { return device_; }
 
  private:

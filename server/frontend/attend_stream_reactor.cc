@@ -190,8 +190,8 @@ void AttendStreamReactor::OnInputComplete() {
   job->q = inputs_.View(InputTensor::kQ);
   job->k = inputs_.View(InputTensor::kK);
   job->v = inputs_.View(InputTensor::kV);
-  job->out = &out_;
-  if (spec_->problem.return_lse) job->lse = &lse_;
+  job->out = TensorDestination::Host(&out_);
+  if (spec_->problem.return_lse) job->lse = TensorDestination::Host(&lse_);
   job->arrival = arrival_;
   job->deadline = absl::FromChrono(context_->deadline());
   job->cancelled = &cancelled_;
@@ -214,11 +214,10 @@ void AttendStreamReactor::OnJobDone(std::unique_ptr<Job> job, absl::Status statu
     FailEnded(status);
     return;
   }
+  job->times.total_ns = ToNanos(absl::Now() - arrival_);
   times_ = job->times;
-  times_.total_ns = ToNanos(absl::Now() - arrival_);
-  device_ = std::move(job->device);
-  EncodeResponseHeader(*spec_, times_, runtime_->backend_name(), device_,
-                       response_.mutable_header());
+  device_ = job->device;
+  EncodeResponseHeader(*job, runtime_->backend_name(), response_.mutable_header());
   out_sent_ = 0;
   lse_sent_ = 0;
   watch_.SetPhase(StreamWatchdog::Phase::kSend);

@@ -33,7 +33,7 @@
 #include "attnserve/v1/attention.grpc.pb.h"
 #include "frontend/call_gate.h"
 #include "frontend/stream_inputs.h"
-#include "scheduling/job.h"
+#include "core/job.h"
 #include "limits/stream_watchdog.h"
 #include "runtime.h"
 #include "observability/stats.h"

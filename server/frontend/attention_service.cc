@@ -80,37 +80,39 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
     }
     spec->request_id = request_id_;
     auto job = std::make_unique<Job>();
+    job->spec = *std::move(spec);
     job->q = reader_.q();
     job->k = reader_.k();
     job->v = reader_.v();
+    // The outputs go into the response, which may be sent from an
+    // executor's buffer, unless the request names regions for them.
+    job->out = TensorDestination::Response(response_->mutable_out());
+    if (job->spec.problem.return_lse) {
+      job->lse = TensorDestination::Response(response_->mutable_lse());
+    }
     // Tensors in shared-memory regions: the job reads and writes them there,
     // and this call holds the regions until its job is done.
     if (absl::Status refs = ResolveRegionRefs(reader_.header(), inline_bytes, runtime_->regions(),
-                                              &*spec, job.get(), &regions_);
+                                              job->spec, job.get(), &regions_);
         !refs.ok()) {
-      Fail(refs, FailureKind::kOther, &*spec);
+      Fail(refs, FailureKind::kOther, &job->spec);
       return;
     }
     // Inputs and outputs in the messages count against the server-wide
     // admitted bytes until the response has been sent (those in regions take
     // no server memory).
-    const int64_t call_bytes = spec->InlineInputBytes() + spec->InlineOutputBytes();
+    const int64_t call_bytes = job->MessageInputBytes() + job->MessageOutputBytes();
     ByteBudget& admitted = runtime_->admitted_budget();
     if (!admitted.TryReserve(call_bytes)) {
       Fail(absl::ResourceExhaustedError(absl::StrFormat(
                "Attend needs %d bytes (q, k, v and the outputs of problem %s); %d of %d are held "
                "by admitted calls (--max_admitted_bytes); retry later",
-               call_bytes, spec->problem.ToString(), admitted.used(), admitted.limit())),
-           FailureKind::kOverBudget, &*spec);
+               call_bytes, job->spec.problem.ToString(), admitted.used(), admitted.limit())),
+           FailureKind::kOverBudget, &job->spec);
       return;
     }
     admitted_reserved_ = call_bytes;
 
-    job->spec = *std::move(spec);
-    job->out = response_->mutable_out();
-    // O is sent from an executor's buffer unless it goes to a region.
-    job->takes_output_buffer = !job->out_place.in_region();
-    if (job->spec.problem.return_lse) job->lse = response_->mutable_lse();
     job->arrival = arrival_;
     job->deadline = absl::FromChrono(context_->deadline());
     job->cancelled = &cancelled_;
@@ -145,10 +147,10 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
       return;
     }
     job->times.total_ns = ToNanos(absl::Now() - arrival_);
-    EncodeResponseHeader(job->spec, job->times, runtime_->backend_name(), job->device, response_);
-    if (job->output != nullptr) {
+    EncodeResponseHeader(*job, runtime_->backend_name(), response_);
+    if (job->lent != nullptr) {
       // Sent from the executor's memory, not copied (response_writer.h).
-      grpc::ByteBuffer lent = SerializeWithLentOutput(response_message_, std::move(job->output));
+      grpc::ByteBuffer lent = SerializeWithLentOutput(response_message_, std::move(job->lent));
       response_bytes_->Swap(&lent);
     } else {
       // Serialized once, into the call's response bytes; the message's own
@@ -165,7 +167,7 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
       }
     }
     RecordOutcome(*runtime_, {"Attend", request_id_, &job->spec, absl::OkStatus(),
-                              FailureKind::kOther, job->times, job->device});
+                              FailureKind::kOther, job->times, job->device, job.get()});
     Finish(grpc::Status::OK);
   }
 

@@ -18,8 +18,8 @@
 #include "absl/status/status.h"
 #include "attnserve/v1/attention.pb.h"
 #include "frontend/tensor_codec.h"
-#include "scheduling/job.h"
-#include "scheduling/tensor_bytes.h"
+#include "core/job.h"
+#include "core/tensor_place.h"
 
 namespace attn::server {
 
@@ -51,8 +51,8 @@ class StreamInputs {
     return static_cast<int64_t>(inputs_[static_cast<int>(tensor)].size());
   }
   // The bytes received so far; valid until Release() or the next Add().
-  TensorBytes View(InputTensor tensor) const {
-    return TensorBytes(inputs_[static_cast<int>(tensor)]);
+  TensorSource View(InputTensor tensor) const {
+    return TensorSource(inputs_[static_cast<int>(tensor)]);
   }
 
   // Frees the buffers (their memory, not only their contents).

@@ -54,8 +54,12 @@ void RecordOutcome(Runtime& runtime, const RequestOutcome& o) {
   const bool ok = o.status.ok();
   const absl::StatusCode code = o.status.code();
   // Tensor bytes in the messages; those in regions are counted apart.
-  const int64_t bytes_in = o.spec != nullptr ? o.spec->InlineInputBytes() : 0;
-  const int64_t bytes_out = o.spec != nullptr ? o.spec->InlineOutputBytes() : 0;
+  const int64_t bytes_in = o.job != nullptr    ? o.job->MessageInputBytes()
+                           : o.spec != nullptr ? o.spec->InputBytes()
+                                               : 0;
+  const int64_t bytes_out = o.job != nullptr    ? o.job->MessageOutputBytes()
+                            : o.spec != nullptr ? o.spec->OutputBytes()
+                                                : 0;
   if (ok) {
     Stats::TensorBytesMoved moved{bytes_in, bytes_out, 0, 0};
     if (o.spec != nullptr) {

@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "scheduling/job.h"
+#include "core/job.h"
 #include "runtime.h"
 #include "observability/stats.h"
 
@@ -44,6 +44,9 @@ struct RequestOutcome {
   FailureKind failure = FailureKind::kOther;  // for a non-OK status
   PhaseTimes times;
   absl::string_view device;
+  // The call's job once it has one: which tensors were in regions. Without
+  // one every tensor of `spec` counts as in the messages.
+  const Job* job = nullptr;
 };
 
 // Logs `outcome`, counts it in runtime.stats() and hands it to

@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "scheduling/job.h"
+#include "core/job.h"
 
 namespace attnserve::v1 {
 class ServerStats;

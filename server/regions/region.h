@@ -24,7 +24,7 @@
 
 #include "absl/status/status.h"
 #include "attnserve/v1/attention.pb.h"
-#include "scheduling/tensor_bytes.h"
+#include "core/tensor_place.h"
 
 namespace attn::server {
 
@@ -37,10 +37,10 @@ inline constexpr int64_t kRegionAlignment = 16;
 class RegionMemory {
  public:
   virtual ~RegionMemory() = default;
-  virtual char* data() const = 0;  // host pointer, or device pointer for kCudaRegion
+  virtual char* data() const = 0;  // host pointer, or device pointer when on_device()
   virtual int64_t size() const = 0;
-  virtual TensorPath path() const = 0;  // kSystemRegion or kCudaRegion
-  virtual int device() const { return -1; }  // CUDA ordinal of a kCudaRegion
+  virtual bool on_device() const = 0;        // a CUDA region (else a system region)
+  virtual int device() const { return -1; }  // CUDA ordinal of a CUDA region
   // OK while the memory is still whole. A client may shrink the
   // shared-memory object under a system region (ftruncate): touching the
   // lost pages would kill the server with SIGBUS, so requests check first.

@@ -318,13 +318,15 @@ TEST_F(CodecTest, HeaderDecodeIgnoresTensorBytes) {
 TEST_F(CodecTest, EncodesResponseHeader) {
   absl::StatusOr<RequestSpec> spec = DecodeAttendRequest(Valid(), limits_, catalog_);
   ASSERT_TRUE(spec.ok());
-  PhaseTimes times;
-  times.decode_ns = 1;
-  times.queue_ns = 2;
-  times.kernel_ns = 1000;
-  times.total_ns = 2000;
+  Job job;
+  job.spec = *spec;
+  job.times.decode_ns = 1;
+  job.times.queue_ns = 2;
+  job.times.kernel_ns = 1000;
+  job.times.total_ns = 2000;
+  job.device = "cpu (1 thread)";
   pb::AttendResponse response;
-  EncodeResponseHeader(*spec, times, "cpu", "cpu (1 thread)", &response);
+  EncodeResponseHeader(job, "cpu", &response);
   EXPECT_EQ(response.request_id(), "r-1");
   EXPECT_EQ(response.dtype(), pb::DTYPE_BFLOAT16);
   EXPECT_EQ(response.shape().head_dim(), 64);
@@ -348,7 +350,8 @@ TEST_F(CodecTest, EncodesResponseHeader) {
   causal.set_v(causal.k());
   spec = DecodeAttendRequest(causal, limits_, catalog_);
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EncodeResponseHeader(*spec, times, "cpu", "cpu (1 thread)", &response);
+  job.spec = *spec;
+  EncodeResponseHeader(job, "cpu", &response);
   EXPECT_DOUBLE_EQ(response.kernel_tflops(), 4.0 * 64 * 2 * 10 / 1000.0 * 1e-3);
   EXPECT_EQ(response.shape().kv_num_heads(), 1);
   EXPECT_EQ(response.shape().kv_seq_len(), 0);
