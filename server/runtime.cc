@@ -41,8 +41,9 @@ std::string HumanBytes(int64_t bytes) {
 Runtime::Runtime(const ServerOptions& options, KernelCatalog catalog)
     : options_(options),
       catalog_(std::move(catalog)),
-      stream_budget_(options.limits.StreamBufferBudget()),
-      admitted_budget_(options.limits.AdmittedBudget()),
+      admission_(AdmissionLimits{options.limits.AdmittedBudget(),
+                                 options.limits.StreamBufferBudget(),
+                                 options.limits.max_peer_share}),
       stream_watchdog_(StreamWatchdog::Timeouts{options.stream_idle_timeout,
                                                 options.stream_upload_timeout,
                                                 options.drain_upload_idle}),
@@ -85,13 +86,13 @@ std::string Runtime::Describe() const {
   return absl::StrFormat(
       "backend=%s (%s) devices=[%s] workers=[%s] default_kernel=%s max_tokens_per_request=%d "
       "(%s per tensor) max_message_bytes=%d queue_capacity=%d max_stream_buffer_bytes=%d "
-      "max_admitted_bytes=%d stream_idle_timeout=%s stream_upload_timeout=%s "
+      "max_admitted_bytes=%d max_peer_share=%g stream_idle_timeout=%s stream_upload_timeout=%s "
       "max_concurrent_streams=%d",
       backend_name(), choice_reason_, absl::StrJoin(devices, ", "), absl::StrJoin(workers, ", "),
       catalog_.default_kernel().info().name, options_.limits.max_tokens_per_request,
       HumanBytes(options_.limits.MaxTensorBytes()), options_.limits.max_message_bytes,
-      options_.limits.queue_capacity, stream_budget_.limit(), admitted_budget_.limit(),
-      absl::FormatDuration(options_.stream_idle_timeout),
+      options_.limits.queue_capacity, admission_.limits().stream_bytes, admission_.limits().admitted_bytes,
+      admission_.limits().peer_share, absl::FormatDuration(options_.stream_idle_timeout),
       absl::FormatDuration(options_.stream_upload_timeout), options_.max_concurrent_streams);
 }
 
@@ -113,9 +114,9 @@ void Runtime::FillServerInfo(pb::ServerInfo* info) const {
   limits->set_max_request_bytes(3 * options_.limits.MaxTensorBytes());
   limits->set_queue_capacity(options_.limits.queue_capacity);
   limits->set_workers(scheduler_->workers());
-  limits->set_max_stream_buffer_bytes(stream_budget_.limit());
+  limits->set_max_stream_buffer_bytes(admission_.limits().stream_bytes);
   limits->set_stream_chunk_bytes(options_.stream_chunk_bytes);
-  limits->set_max_admitted_bytes(admitted_budget_.limit());
+  limits->set_max_admitted_bytes(admission_.limits().admitted_bytes);
   limits->set_stream_idle_timeout_s(absl::ToDoubleSeconds(options_.stream_idle_timeout));
   limits->set_stream_upload_timeout_s(absl::ToDoubleSeconds(options_.stream_upload_timeout));
   limits->set_max_concurrent_streams(options_.max_concurrent_streams);
@@ -178,10 +179,10 @@ LoadSnapshot Runtime::Load() const {
   snapshot.running = load.running;
   snapshot.batched_launches = load.batched_launches;
   snapshot.batched_requests = load.batched_requests;
-  snapshot.stream_buffer_bytes = stream_budget_.used();
-  snapshot.stream_buffer_limit_bytes = stream_budget_.limit();
-  snapshot.admitted_bytes = admitted_budget_.used();
-  snapshot.admitted_limit_bytes = admitted_budget_.limit();
+  snapshot.stream_buffer_bytes = admission_.stream_used();
+  snapshot.stream_buffer_limit_bytes = admission_.limits().stream_bytes;
+  snapshot.admitted_bytes = admission_.admitted_used();
+  snapshot.admitted_limit_bytes = admission_.limits().admitted_bytes;
   const PinnedHeapUsage heap = ReadPinnedHeapUsage();
   snapshot.pinned_heap_bytes = heap.arena_bytes;
   snapshot.pinned_heap_used_bytes = heap.used_bytes;

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "attn/device.h"
 #include "attnserve/v1/attention.pb.h"
-#include "scheduling/byte_budget.h"
+#include "scheduling/admission.h"
 #include "backends/kernel_catalog.h"
 #include "limits/stream_watchdog.h"
 #include "scheduling/scheduler.h"
@@ -40,9 +40,9 @@ class Runtime {
   absl::string_view backend_name() const { return backend_name_; }
   Scheduler& scheduler() { return *scheduler_; }
   Stats& stats() { return stats_; }
-  ByteBudget& stream_budget() { return stream_budget_; }
-  // Bytes of every admitted call, unary and streamed (--max_admitted_bytes).
-  ByteBudget& admitted_budget() { return admitted_budget_; }
+  // The byte budgets every call is admitted against (--max_admitted_bytes,
+  // --max_stream_buffer_bytes, --max_peer_share).
+  Admission& admission() { return admission_; }
   StreamWatchdog& stream_watchdog() { return stream_watchdog_; }
   // Shared-memory regions; null unless --allow_shared_memory.
   RegionRegistry* regions() { return regions_.get(); }
@@ -87,8 +87,7 @@ class Runtime {
   std::string backend_name_;
   std::unique_ptr<Scheduler> scheduler_;
   Stats stats_;
-  ByteBudget stream_budget_;
-  ByteBudget admitted_budget_;
+  Admission admission_;
   StreamWatchdog stream_watchdog_;
   std::atomic<bool> cancelling_calls_{false};
   std::atomic<MetricsSink*> metrics_sink_{nullptr};
