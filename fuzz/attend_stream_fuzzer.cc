@@ -30,7 +30,7 @@
 #include "frontend/tensor_codec.h"
 #include "fuzz_check.h"
 #include "server_fuzz_support.h"
-#include "server_options.h"
+#include "core/server_options.h"
 
 namespace {
 

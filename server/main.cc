@@ -18,10 +18,10 @@
 #include "absl/time/time.h"
 #include "attn/command_line.h"
 #include "backends/heap_arena.h"
-#include "observability/log.h"
+#include "core/log.h"
 #include "security/exposure_policy.h"
 #include "server.h"
-#include "server_options.h"
+#include "core/server_options.h"
 
 #ifdef ATTN_HAVE_PINNED_HEAP
 #include "pinned_heap/pinned_heap.h"

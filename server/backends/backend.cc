@@ -11,8 +11,8 @@
 #include "backends/pinned_heap_size.h"
 #include "backends/output_poison.h"
 #include "backends/transport_only_executor.h"
-#include "observability/log.h"
-#include "status_util.h"
+#include "core/log.h"
+#include "core/status_util.h"
 
 namespace attn::server {
 namespace {

@@ -22,7 +22,7 @@
 #include "core/executor.h"
 #include "backends/kernel_catalog.h"
 #include "regions/region_backend.h"
-#include "server_options.h"
+#include "core/server_options.h"
 
 namespace attn::server {
 

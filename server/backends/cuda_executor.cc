@@ -19,8 +19,8 @@
 #include "backends/launch_plan.h"
 #include "backends/output_poison.h"
 #include "backends/parallel_copier.h"
-#include "observability/log.h"
-#include "status_util.h"
+#include "core/log.h"
+#include "core/status_util.h"
 
 namespace attn::server {
 namespace {

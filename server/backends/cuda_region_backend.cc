@@ -13,7 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "backends/cuda_memory.h"
 #include "regions/region_backend.h"
-#include "status_util.h"
+#include "core/status_util.h"
 
 namespace attn::server {
 namespace {

@@ -4,7 +4,7 @@
 #include <atomic>
 #include <limits>
 
-#include "observability/log.h"
+#include "core/log.h"
 
 namespace attn::server {
 namespace {

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "observability/log.h"
+#include "core/log.h"
 
 namespace attn::server {
 

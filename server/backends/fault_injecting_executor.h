@@ -17,7 +17,7 @@
 
 #include "absl/status/status.h"
 #include "core/executor.h"
-#include "backends/worker_fault_spec.h"
+#include "core/worker_fault_spec.h"
 
 namespace attn::server {
 

@@ -5,7 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "attn/validate.h"
 #include "core/batch_key.h"
-#include "observability/log.h"
+#include "core/log.h"
 
 namespace attn::server {
 

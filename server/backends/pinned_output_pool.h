@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "backends/cuda_memory.h"
-#include "backends/first_fit_ranges.h"
+#include "pinned_heap/first_fit_ranges.h"
 #include "core/job.h"
 
 namespace attn::server {

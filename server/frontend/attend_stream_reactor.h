@@ -37,7 +37,7 @@
 #include "frontend/stream_inputs.h"
 #include "core/job.h"
 #include "limits/stream_watchdog.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 #include "observability/stats.h"
 
 namespace attn::server {

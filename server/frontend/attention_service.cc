@@ -16,8 +16,9 @@
 #include "frontend/region_refs.h"
 #include "frontend/region_service.h"
 #include "frontend/response_writer.h"
-#include "observability/request_log.h"
-#include "status_util.h"
+#include "frontend/server_info.h"
+#include "frontend/request_log.h"
+#include "core/status_util.h"
 #include "frontend/tensor_codec.h"
 
 namespace attn::server {
@@ -281,7 +282,7 @@ grpc::ServerUnaryReactor* AttentionService::ListKernels(grpc::CallbackServerCont
   if (rt == nullptr) {
     reactor->Finish(Starting());
   } else {
-    rt->FillKernels(response);
+    FillKernels(rt->catalog(), response);
     reactor->Finish(grpc::Status::OK);
   }
   return reactor;
@@ -295,7 +296,7 @@ grpc::ServerUnaryReactor* AttentionService::GetServerInfo(grpc::CallbackServerCo
   if (rt == nullptr) {
     reactor->Finish(Starting());
   } else {
-    rt->FillServerInfo(response);
+    FillServerInfo(*rt, response);
     reactor->Finish(grpc::Status::OK);
   }
   return reactor;
@@ -309,7 +310,7 @@ grpc::ServerUnaryReactor* AttentionService::GetStats(grpc::CallbackServerContext
   if (rt == nullptr) {
     reactor->Finish(Starting());
   } else {
-    rt->FillStats(response);
+    FillStats(*rt, response);
     reactor->Finish(grpc::Status::OK);
   }
   return reactor;

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "frontend/tensor_codec.h"
-#include "status_util.h"
+#include "core/status_util.h"
 
 namespace attn::server {
 namespace {

@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "attn/validate.h"
-#include "status_util.h"
+#include "core/status_util.h"
 
 namespace attn::server {
 namespace {

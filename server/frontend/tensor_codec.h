@@ -38,7 +38,7 @@
 #include "attnserve/v1/attention.pb.h"
 #include "core/job.h"
 #include "backends/kernel_catalog.h"
-#include "server_options.h"
+#include "core/server_options.h"
 
 namespace attn::server {
 

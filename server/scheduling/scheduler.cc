@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "observability/log.h"
+#include "core/log.h"
 #include "core/batch_key.h"
 
 namespace attn::server {

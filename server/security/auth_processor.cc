@@ -5,8 +5,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "observability/log.h"
-#include "status_util.h"
+#include "core/log.h"
+#include "core/status_util.h"
 
 namespace attn::server {
 namespace {

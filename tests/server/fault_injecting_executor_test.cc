@@ -11,7 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "backends/worker_fault_spec.h"
+#include "core/worker_fault_spec.h"
 #include "gtest/gtest.h"
 #include "scheduling/scheduler.h"
 

@@ -19,7 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "core/job.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 #include "observability/stats.h"
 
 namespace attn::server {

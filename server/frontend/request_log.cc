@@ -1,4 +1,4 @@
-#include "observability/request_log.h"
+#include "frontend/request_log.h"
 
 #include <string>
 
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "observability/log.h"
+#include "core/log.h"
 #include "frontend/tensor_codec.h"
 
 namespace attn::server {

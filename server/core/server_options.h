@@ -15,8 +15,8 @@
 #include "absl/time/time.h"
 #include "attn/dtype.h"
 #include "attn/http2_tuning.h"
-#include "backends/worker_fault_spec.h"
-#include "observability/log.h"
+#include "core/worker_fault_spec.h"
+#include "core/log.h"
 
 namespace attn::server {
 
