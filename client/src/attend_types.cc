@@ -272,4 +272,11 @@ int64_t ClientTiming::NetworkNs(const ServerTiming& server) const {
   return std::max<int64_t>(0, round_trip_ns - marshal_ns - unmarshal_ns - server.total_ns);
 }
 
+int64_t AttendResult::SummedKernelNs() const {
+  if (shard_server.empty()) return server.kernel_ns;
+  int64_t sum = 0;
+  for (const ServerTiming& shard : shard_server) sum += shard.kernel_ns;
+  return sum;
+}
+
 }  // namespace attn

@@ -211,7 +211,13 @@ int AttentionClient::WantedShards(const AttentionInputs& inputs,
       inputs.InputBytes() <= threshold) {
     return 1;
   }
-  return static_cast<int>(std::min<int64_t>(connection_count(), internal::MaxShards(inputs)));
+  int64_t shards = std::min<int64_t>(connection_count(), internal::MaxShards(inputs));
+  // Shards beyond the server's workers only queue behind each other there
+  // (a one-worker CPU server runs them one after another, slower than the
+  // whole call); 0 = a server that does not say.
+  const int64_t workers = server_info_.has_value() ? server_info_->limits().workers() : 0;
+  if (workers > 0) shards = std::min(shards, workers);
+  return static_cast<int>(shards);
 }
 
 int AttentionClient::ReserveCalls(int wanted) {
@@ -355,6 +361,11 @@ struct ShardCall {
   grpc::ByteBuffer request;
   grpc::ByteBuffer response;
   std::shared_ptr<const AttentionInputs> inputs;  // the shard's own
+  // Written under SplitCall::mu: from the call's start until this shard's
+  // request went to gRPC, its answer's parse and scatter, its server timing.
+  int64_t sent_ns = 0;
+  int64_t unmarshal_ns = 0;
+  ServerTiming server;
 };
 
 // State of a split call, shared by its shards' completion callbacks; the
@@ -377,19 +388,9 @@ struct SplitCall {
   absl::Mutex mu;
   int remaining ABSL_GUARDED_BY(mu) = 0;
   absl::Status failure ABSL_GUARDED_BY(mu);  // the first shard's failure
-  AttendResult merged ABSL_GUARDED_BY(mu);   // metadata and timing
-  int64_t kernel_ns_sum ABSL_GUARDED_BY(mu) = 0;
+  AttendResult merged ABSL_GUARDED_BY(mu);   // metadata
+  int last_shard ABSL_GUARDED_BY(mu) = 0;    // the shard whose answer came last
 };
-
-// Each phase of the server's timing: the maximum over the shards (they run
-// in parallel, so the call waited for the slowest).
-void MergeServerTiming(const ServerTiming& shard, ServerTiming* merged) {
-  for (auto field : {&ServerTiming::receive_ns, &ServerTiming::decode_ns, &ServerTiming::queue_ns,
-                     &ServerTiming::h2d_ns, &ServerTiming::kernel_ns, &ServerTiming::d2h_ns,
-                     &ServerTiming::total_ns}) {
-    merged->*field = std::max(merged->*field, shard.*field);
-  }
-}
 
 std::string ShardName(const SplitCall& call, size_t i) {
   const internal::Shard& s = call.shards[i]->shard;
@@ -411,10 +412,19 @@ void FinishSplit(const std::shared_ptr<SplitCall>& call) {
       merged.shape = call->inputs->shape;
       merged.out = std::move(call->out);
       merged.lse = std::move(call->lse);
-      if (call->kernel_ns_sum > 0) {
+      // The call's figures are its last shard's (ClientTiming::shards says why).
+      const ShardCall& last = *call->shards[static_cast<size_t>(call->last_shard)];
+      merged.last_shard = call->last_shard;
+      merged.server = last.server;
+      merged.client.marshal_ns = last.sent_ns;
+      merged.client.unmarshal_ns = last.unmarshal_ns;
+      for (const std::unique_ptr<ShardCall>& shard : call->shards) {
+        merged.shard_server.push_back(shard->server);
+      }
+      if (const int64_t kernel_ns = merged.SummedKernelNs(); kernel_ns > 0) {
         // FLOPs per nanosecond * 1e-3 = TFLOP/s.
         merged.kernel_tflops =
-            call->inputs->Flops(call->options) / static_cast<double>(call->kernel_ns_sum) * 1e-3;
+            call->inputs->Flops(call->options) / static_cast<double>(kernel_ns) * 1e-3;
       }
       merged.client.round_trip_ns = internal::MonotonicNanos() - call->start_ns;
       result = std::move(merged);
@@ -470,8 +480,7 @@ void AttentionClient::StartSplit(std::shared_ptr<const AttentionInputs> inputs,
   // Consecutive round-robin positions: distinct connections.
   const uint64_t first = next_connection_.fetch_add(plan.size(), std::memory_order_relaxed);
   // Builds shard i's request (a gather for head shards) and starts it.
-  const int64_t marshal_start = internal::MonotonicNanos();
-  auto start_shard = [this, &call, &options, first, marshal_start](size_t i) {
+  auto start_shard = [this, &call, &options, first](size_t i) {
     ShardCall& part = *call->shards[i];
     part.inputs = internal::ShardInputs(call->inputs, part.shard);
     part.request = internal::EncodeAttendRequest(
@@ -479,8 +488,7 @@ void AttentionClient::StartSplit(std::shared_ptr<const AttentionInputs> inputs,
     {
       // Before the shard starts, so before any FinishSplit reads it.
       absl::MutexLock lock(&call->mu);
-      int64_t& marshal_ns = call->merged.client.marshal_ns;
-      marshal_ns = std::max(marshal_ns, internal::MonotonicNanos() - marshal_start);
+      part.sent_ns = internal::MonotonicNanos() - call->start_ns;
     }
     Connection& connection = ReadyConnectionFrom(first + i);
     connection.generic_stub.UnaryCall(
@@ -517,7 +525,7 @@ void AttentionClient::StartSplit(std::shared_ptr<const AttentionInputs> inputs,
           {
             absl::MutexLock lock(&call->mu);
             AttendResult& merged = call->merged;
-            merged.client.unmarshal_ns += unmarshal_ns;
+            finished.unmarshal_ns = unmarshal_ns;
             if (!failure.ok() && call->failure.ok()) {
               call->failure = absl::Status(
                   failure.code(), absl::StrCat(failure.message(), " [", ShardName(*call, i),
@@ -533,17 +541,11 @@ void AttentionClient::StartSplit(std::shared_ptr<const AttentionInputs> inputs,
                 merged.kernel = value.kernel;
                 merged.backend = value.backend;
                 merged.device = value.device;
-                ServerTiming& t = merged.server;
-                t.q_path = value.server.q_path;
-                t.k_path = value.server.k_path;
-                t.v_path = value.server.v_path;
-                t.out_path = value.server.out_path;
-                t.lse_path = value.server.lse_path;
               }
-              MergeServerTiming(value.server, &merged.server);
-              call->kernel_ns_sum += value.server.kernel_ns;
+              finished.server = value.server;
             }
             last = --call->remaining == 0;
+            if (last) call->last_shard = static_cast<int>(i);
           }
           CallAnswered();
           if (last) FinishSplit(call);
@@ -554,8 +556,7 @@ void AttentionClient::StartSplit(std::shared_ptr<const AttentionInputs> inputs,
   // parallel (one thread gathered 48 MiB of head shards in ~20 ms on the
   // H200 host, slower than the connections carried them); a call is split
   // only when this client has idle connections, so at low call rates, where
-  // a thread per shard costs little beside the copy. marshal_ns: from the
-  // fan-out's start until the last shard's request was ready.
+  // a thread per shard costs little beside the copy.
   std::vector<std::thread> builders;
   builders.reserve(plan.size() - 1);
   for (size_t i = 1; i < plan.size(); ++i) builders.emplace_back(start_shard, i);

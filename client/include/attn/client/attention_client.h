@@ -197,7 +197,8 @@ class AttentionClient {
   void StartSplit(std::shared_ptr<const AttentionInputs> inputs, const AttendOptions& options,
                   int shards, AttendCallback done);
   // Shards a unary call of `inputs` could use: 1 unless it is splittable and
-  // above options_.split_calls_above_bytes.
+  // above options_.split_calls_above_bytes; at most the connections and the
+  // server's workers.
   int WantedShards(const AttentionInputs& inputs, const AttendOptions& options) const;
   // Counts a unary call as in flight: as min(wanted, idle connections)
   // calls when that is at least 2 (then returned: the call splits), else as
