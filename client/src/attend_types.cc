@@ -82,12 +82,12 @@ absl::Status AttentionInputs::Validate() const {
   }
   if (kv_seq_len < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("kv_seq_len is ", kv_seq_len, "; it must be >= 1 (0: seq_len)"));
+        absl::StrCat("kv_seq_len is ", kv_seq_len, "; it must be >= 1, or 0 for seq_len"));
   }
   if (kv_num_heads < 0 || shape.num_heads % NumHeadsKv() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("kv_num_heads is ", kv_num_heads,
-                                                   "; it must divide num_heads ", shape.num_heads,
-                                                   " (0: num_heads)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv_num_heads is ", kv_num_heads, "; it must divide num_heads (",
+                     shape.num_heads, "), or be 0 for num_heads (no grouped-query attention)"));
   }
   if (varlen()) {
     if (cu_seqlens_q.empty() || cu_seqlens_k.empty()) {

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <string>
 #include <cstring>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "call_split.h"
 #include "channel_factory.h"
 #include "grpc/grpc.h"
@@ -15,6 +18,7 @@
 #include "grpcpp/client_context.h"
 #include "monotonic_clock.h"
 #include "region_lease.h"
+#include "server_limits.h"
 #include "status_util.h"
 #include "stream_call.h"
 #include "wire_codec.h"
@@ -69,6 +73,47 @@ std::chrono::system_clock::time_point DeadlineAfter(absl::Duration timeout) {
              absl::ToChronoNanoseconds(timeout));
 }
 
+// READY within options.connect_timeout, or UNAVAILABLE naming the address.
+// Attempts that fail (refused, unresolvable, a TLS handshake that does not
+// verify) end the wait kFailedAttemptsGrace after the first one, with
+// retries in between (channel_factory.h shortens gRPC's first reconnect
+// backoff): a refused connection is reported in about a second, not after
+// the whole connect timeout, and one spurious failure (the gRPC 1.51
+// connect(2) errno race, ReadyConnectionFrom) is retried before giving up.
+absl::Status WaitForReady(grpc::Channel& channel, const ClientOptions& options) {
+  constexpr absl::Duration kFailedAttemptsGrace = absl::Seconds(1);
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + options.connect_timeout;
+  std::optional<absl::Time> failing_since;
+  grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
+  while (state != GRPC_CHANNEL_READY) {
+    const absl::Time now = absl::Now();
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE && !failing_since.has_value()) {
+      failing_since = now;
+    }
+    const absl::Time give_up =
+        failing_since.has_value() ? std::min(deadline, *failing_since + kFailedAttemptsGrace)
+                                  : deadline;
+    if (now >= give_up) break;
+    channel.WaitForStateChange(state, absl::ToChronoTime(give_up));
+    state = channel.GetState(/*try_to_connect=*/true);
+  }
+  if (state == GRPC_CHANNEL_READY) return absl::OkStatus();
+  const std::string why =
+      failing_since.has_value()
+          ? absl::StrCat("every connection attempt for ",
+                         absl::FormatDuration(absl::Trunc(absl::Now() - *failing_since,
+                                                          absl::Milliseconds(1))),
+                         " failed (refused, unreachable, or the name does not resolve",
+                         options.tls.enabled ? ", or the TLS handshake failed)" : ")")
+          : absl::StrCat("no connection within ", absl::FormatDuration(options.connect_timeout),
+                         " (connect_timeout)");
+  return absl::UnavailableError(absl::StrCat(
+      "cannot connect to attnserve at '", options.address, "': ", why, " (channel state ",
+      ChannelStateName(state), "): is attn_server running there",
+      options.tls.enabled ? ", and does its TLS certificate verify?" : "?"));
+}
+
 }  // namespace
 
 const char* HealthStatusName(HealthStatus status) {
@@ -106,13 +151,7 @@ absl::StatusOr<std::unique_ptr<AttentionClient>> AttentionClient::Connect(
   std::unique_ptr<AttentionClient> client(new AttentionClient(options, std::move(connections)));
 
   const std::shared_ptr<grpc::Channel>& first = client->channel();
-  if (!first->WaitForConnected(DeadlineAfter(options.connect_timeout))) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot connect to attnserve at '", options.address, "' within ",
-        absl::FormatDuration(options.connect_timeout), " (channel state ",
-        ChannelStateName(first->GetState(false)), "): is attn_server running there",
-        options.tls.enabled ? ", and does its TLS certificate verify?" : "?"));
-  }
+  if (absl::Status connected = WaitForReady(*first, options); !connected.ok()) return connected;
   // The others connect once a call looks for a ready connection past the
   // first (ReadyConnectionFrom), in the background: a client that makes one
   // call opens one connection.
@@ -259,9 +298,19 @@ absl::StatusOr<AttendResult> AttentionClient::Attend(const AttentionInputs& inpu
   return result;
 }
 
+absl::Status AttentionClient::CheckServerLimits(const AttentionInputs& geometry) const {
+  if (!server_info_.has_value()) return absl::OkStatus();
+  absl::Status within = internal::CheckTokenLimit(geometry, server_info_->limits());
+  if (within.ok()) return within;
+  return absl::Status(within.code(),
+                      absl::StrCat("Attend to ", options_.address, ": ", within.message()));
+}
+
 void AttentionClient::AttendAsync(std::shared_ptr<const AttentionInputs> inputs,
                                   const AttendOptions& options, AttendCallback done) {
-  if (absl::Status valid = inputs->Validate(); !valid.ok()) {
+  absl::Status valid = inputs->Validate();
+  if (valid.ok()) valid = CheckServerLimits(*inputs);
+  if (!valid.ok()) {
     inputs.reset();
     std::move(done)(valid);
     return;

@@ -158,6 +158,15 @@ class AttentionClient {
   // True when Attend would stream `inputs` under Transport::kAuto.
   bool WouldStream(const AttentionInputs& inputs) const;
 
+  // OK when a call on `geometry` (its tensors need not be filled in yet) is
+  // within the limits the server announced at Connect (ServerInfo
+  // limits.max_tokens_per_request); else RESOURCE_EXHAUSTED naming the
+  // tensor and the limit, as the server would answer. So a caller can learn
+  // before building gigabytes of inputs what the server would refuse. OK
+  // when the server info was not fetched. Attend and AttendAsync check it
+  // before sending anything.
+  absl::Status CheckServerLimits(const AttentionInputs& geometry) const;
+
  private:
   // One TCP connection (a channel with its own subchannel pool) and its stubs.
   struct Connection {
