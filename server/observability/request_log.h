@@ -32,7 +32,8 @@ FailureKind ClassifySchedulerStatus(const absl::Status& status);
 // timeout when the server is cancelling its calls, the client's deadline
 // when it has passed, else the client. Other statuses are classified as
 // ClassifySchedulerStatus does. Returns the status with who ended the call
-// appended to its message, and sets *kind.
+// appended to its message, and sets *kind; a call the client's deadline
+// ended is DEADLINE_EXCEEDED, the code that client saw.
 absl::Status AttributeEnd(const Runtime& runtime, const absl::Status& status,
                           absl::Time deadline, FailureKind* kind);
 
