@@ -29,6 +29,11 @@ FailureKind ClassifySchedulerStatus(const absl::Status& status) {
   }
 }
 
+// `deadline` is the call's arrival plus the client's timeout, so it falls a
+// little after the client's own deadline (by the time the request's header
+// took to arrive): a cancellation this close before it is that deadline.
+constexpr absl::Duration kDeadlineSkew = absl::Milliseconds(100);
+
 absl::Status AttributeEnd(const Runtime& runtime, const absl::Status& status,
                           absl::Time deadline, FailureKind* kind) {
   const absl::StatusCode code = status.code();
@@ -43,7 +48,8 @@ absl::Status AttributeEnd(const Runtime& runtime, const absl::Status& status,
   if (runtime.cancelling_calls()) {
     *kind = FailureKind::kDrain;
     who = "by the server: its drain timeout (--drain_timeout_s) passed";
-  } else if (code == absl::StatusCode::kDeadlineExceeded || absl::Now() >= deadline) {
+  } else if (code == absl::StatusCode::kDeadlineExceeded ||
+             absl::Now() >= deadline - kDeadlineSkew) {
     *kind = FailureKind::kDeadline;
     who = "by the client's deadline";
     seen = absl::StatusCode::kDeadlineExceeded;

@@ -219,15 +219,15 @@ TEST(MetricsEndpointTest, AMissedDeadlineIsCountedAsTheClientSawItAndPromtoolPas
               grpc::StatusCode::NOT_FOUND);
   }
   {
-    // 34 GFLOP on one CPU thread: seconds; 2 MiB a tensor, so it arrives
-    // well within the deadline on an idle host (and is counted the same
-    // when it does not).
-    auto context = ContextWithDeadline(absl::Milliseconds(300));
+    // 69 GFLOP on one CPU thread: ten seconds or more; 4 MiB a tensor,
+    // which arrives well within the deadline (a call ended before it had
+    // arrived is counted the same, but one ended before it reached the
+    // server is not counted at all: the request is built first).
+    const rpb::AttendRequest late =
+        MakeRequest(MakeRandomInputs({1, 8192, 4, 64}, DType::kBFloat16, FreshSeed()), "late");
+    auto context = ContextWithDeadline(absl::Seconds(2));
     rpb::AttendResponse response;
-    const grpc::Status status = stub->Attend(
-        context.get(),
-        MakeRequest(MakeRandomInputs({1, 8192, 2, 64}, DType::kBFloat16, FreshSeed()), "late"),
-        &response);
+    const grpc::Status status = stub->Attend(context.get(), late, &response);
     ASSERT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
   }
   // The server records the call once its work has stopped (between tiles).
