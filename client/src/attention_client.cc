@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <optional>
 #include <string>
-#include <cstring>
 #include <thread>
 #include <utility>
 
@@ -250,13 +250,14 @@ int AttentionClient::WantedShards(const AttentionInputs& inputs,
       inputs.InputBytes() <= threshold) {
     return 1;
   }
-  int64_t shards = std::min<int64_t>(connection_count(), internal::MaxShards(inputs));
-  // Shards beyond the server's workers only queue behind each other there
-  // (a one-worker CPU server runs them one after another, slower than the
-  // whole call); 0 = a server that does not say.
-  const int64_t workers = server_info_.has_value() ? server_info_->limits().workers() : 0;
-  if (workers > 0) shards = std::min(shards, workers);
-  return static_cast<int>(shards);
+  // A server with one worker runs the shards one after another: the call
+  // only gets slower (the CPU backend's default: 361 against 326 ms whole).
+  // With two or more, shards overlap there and each travels on its own
+  // connection, which is where a large call's time goes on a GPU (8 shards
+  // on 2 CUDA workers: 2.6x the whole call's rate, bench/RESULTS.md). A
+  // server that does not say (0) may get shards.
+  if (server_info_.has_value() && server_info_->limits().workers() == 1) return 1;
+  return static_cast<int>(std::min<int64_t>(connection_count(), internal::MaxShards(inputs)));
 }
 
 int AttentionClient::ReserveCalls(int wanted) {

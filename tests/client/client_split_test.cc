@@ -127,9 +127,9 @@ TEST(SplitClientOptionsTest, NegativeThresholdIsRefusedNamingTheOption) {
 class SplitE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    // Calls split into at most the server's workers (ServerInfo limits).
+    // Calls are split only for a server with two or more workers.
     absl::StatusOr<std::unique_ptr<ServerProcess>> server =
-        ServerProcess::Start({"--backend=cpu", "--cpu_threads=1", "--cpu_workers=8"});
+        ServerProcess::Start({"--backend=cpu", "--cpu_threads=1", "--cpu_workers=2"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
   }
@@ -267,7 +267,7 @@ TEST_F(SplitE2eTest, EachShardIsOneServerRequest) {
   EXPECT_EQ(after->requests_ok() - before->requests_ok(), 5);
 }
 
-TEST(SplitWorkersTest, AOneWorkerServerGetsWholeCallsAndTwoWorkersTwoShards) {
+TEST(SplitWorkersTest, AOneWorkerServerGetsWholeCallsAndATwoWorkerOneShardsPerConnection) {
   const AttentionInputs in = Inputs({4, 16, 4, 16});
   {
     absl::StatusOr<std::unique_ptr<ServerProcess>> one =
@@ -289,10 +289,16 @@ TEST(SplitWorkersTest, AOneWorkerServerGetsWholeCallsAndTwoWorkersTwoShards) {
   std::unique_ptr<AttentionClient> client = ConnectOrDie(fake->address, 8, 1);
   ASSERT_NE(client, nullptr);
   const int64_t calls_before = fake->service->unary_calls();
+  std::unique_ptr<AttentionClient> three = ConnectOrDie(fake->address, 3, 1);
+  ASSERT_NE(three, nullptr);
+  // Up to the connections (and the batch of 4), not the workers.
   absl::StatusOr<AttendResult> result = client->Attend(in);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->client.shards, 2);
-  EXPECT_EQ(fake->service->unary_calls() - calls_before, 2);
+  EXPECT_EQ(result->client.shards, 4);
+  result = three->Attend(in);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->client.shards, 3);
+  EXPECT_EQ(fake->service->unary_calls() - calls_before, 7);
 }
 
 TEST_F(SplitE2eTest, ServerRefusalOfEveryShardIsOneClearStatus) {

@@ -205,9 +205,9 @@ class AttentionClient {
   // (call_split.h), whose calls ReserveCalls counted.
   void StartSplit(std::shared_ptr<const AttentionInputs> inputs, const AttendOptions& options,
                   int shards, AttendCallback done);
-  // Shards a unary call of `inputs` could use: 1 unless it is splittable and
-  // above options_.split_calls_above_bytes; at most the connections and the
-  // server's workers.
+  // Shards a unary call of `inputs` could use: 1 unless it is splittable,
+  // above options_.split_calls_above_bytes and the server has more than one
+  // worker; at most the connections.
   int WantedShards(const AttentionInputs& inputs, const AttendOptions& options) const;
   // Counts a unary call as in flight: as min(wanted, idle connections)
   // calls when that is at least 2 (then returned: the call splits), else as
