@@ -60,6 +60,14 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
     if (!reader_.Parse(*request_bytes_)) {
       reader_.Release();
       request_id_ = runtime_->NextRequestId();
+      // A call that ended while its request was arriving leaves it
+      // truncated: who ended it, not the bytes, is what it failed of.
+      if (context_->IsCancelled() || absl::Now() >= absl::FromChrono(context_->deadline())) {
+        FailEnded(absl::CancelledError(
+                      absl::StrFormat("the call ended after %d bytes of its request", body_bytes)),
+                  nullptr);
+        return;
+      }
       Fail(absl::InvalidArgumentError(absl::StrFormat(
                "the request body (%d bytes) is not a valid attnserve.v1.AttendRequest: protobuf "
                "parsing failed (malformed or truncated field, wrong wire type, or a string "

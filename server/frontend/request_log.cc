@@ -29,6 +29,11 @@ FailureKind ClassifySchedulerStatus(const absl::Status& status) {
   }
 }
 
+// `deadline` is the call's arrival plus the client's timeout, so it falls a
+// little after the client's own deadline (by the time the request's header
+// took to arrive): a cancellation this close before it is that deadline.
+constexpr absl::Duration kDeadlineSkew = absl::Milliseconds(100);
+
 absl::Status AttributeEnd(const Runtime& runtime, const absl::Status& status,
                           absl::Time deadline, FailureKind* kind) {
   const absl::StatusCode code = status.code();
@@ -37,17 +42,22 @@ absl::Status AttributeEnd(const Runtime& runtime, const absl::Status& status,
     return status;
   }
   absl::string_view who;
+  // The code the client saw: its own deadline ends the call as
+  // DEADLINE_EXCEEDED there, whatever stopped the work here.
+  absl::StatusCode seen = code;
   if (runtime.cancelling_calls()) {
     *kind = FailureKind::kDrain;
     who = "by the server: its drain timeout (--drain_timeout_s) passed";
-  } else if (code == absl::StatusCode::kDeadlineExceeded || absl::Now() >= deadline) {
+  } else if (code == absl::StatusCode::kDeadlineExceeded ||
+             absl::Now() >= deadline - kDeadlineSkew) {
     *kind = FailureKind::kDeadline;
     who = "by the client's deadline";
+    seen = absl::StatusCode::kDeadlineExceeded;
   } else {
     *kind = FailureKind::kCancelled;
     who = "by the client";
   }
-  return absl::Status(code, absl::StrCat(status.message(), " (ended ", who, ")"));
+  return absl::Status(seen, absl::StrCat(status.message(), " (ended ", who, ")"));
 }
 
 void RecordOutcome(Runtime& runtime, const RequestOutcome& o) {

@@ -30,9 +30,11 @@ FailureKind ClassifySchedulerStatus(const absl::Status& status);
 // Who ended a call that is CANCELLED or DEADLINE_EXCEEDED (the scheduler
 // dropped it, the CPU kernel stopped, gRPC cancelled it): the server's drain
 // timeout when the server is cancelling its calls, the client's deadline
-// when it has passed, else the client. Other statuses are classified as
+// when it has passed (or is less than 100 ms away: the client's own came
+// first), else the client. Other statuses are classified as
 // ClassifySchedulerStatus does. Returns the status with who ended the call
-// appended to its message, and sets *kind.
+// appended to its message, and sets *kind; a call the client's deadline
+// ended is DEADLINE_EXCEEDED, the code that client saw.
 absl::Status AttributeEnd(const Runtime& runtime, const absl::Status& status,
                           absl::Time deadline, FailureKind* kind);
 
