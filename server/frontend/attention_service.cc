@@ -124,7 +124,7 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
     job->times.decode_ns = ToNanos(absl::Now() - arrival_);
     // From here on `this` may finish on a worker at any moment.
     absl::Status submitted = runtime_->scheduler().Submit(job);
-    if (!submitted.ok()) FailEnded(submitted, *job);
+    if (!submitted.ok()) FailEnded(submitted, job.get());
   }
 
   ~AttendReactor() override {
@@ -145,7 +145,7 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
     reader_.Release();
     regions_ = RegionHolds();
     if (!status.ok()) {
-      FailEnded(status, *job);
+      FailEnded(status, job.get());
       return;
     }
     job->times.total_ns = ToNanos(absl::Now() - arrival_);
@@ -174,11 +174,12 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
   }
 
   // CANCELLED/DEADLINE_EXCEEDED with who ended the call.
-  void FailEnded(const absl::Status& status, const Job& job) {
+  // `job` as far as the call got (null before it had one).
+  void FailEnded(const absl::Status& status, const Job* job) {
     FailureKind kind = FailureKind::kOther;
     const absl::Status ended =
         AttributeEnd(*runtime_, status, absl::FromChrono(context_->deadline()), &kind);
-    Fail(ended, kind, &job.spec, &job);
+    Fail(ended, kind, job != nullptr ? &job->spec : nullptr, job);
   }
 
   // `spec` and `job` as far as the call got (null before).
