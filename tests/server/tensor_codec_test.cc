@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "attn/device.h"
 #include "gtest/gtest.h"
 #include "backends/kernel_catalog.h"
 
@@ -367,6 +368,26 @@ TEST(KernelCatalogTest, CpuCatalogHasOnlyTheReference) {
       catalog->Resolve("", AttentionProblem::SelfAttention(1, 3, 1, 7));
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   EXPECT_EQ(*kernel, &catalog->default_kernel()) << "resolved once, handed out by address";
+}
+
+// The production kernel and the ladder asked of a CPU-only build: a CUDA
+// kernel this build does not have, not an unknown name (in a CUDA build the
+// test above covers the CPU backend's refusal).
+TEST(KernelCatalogTest, CudaKernelOfACpuOnlyBuildIsNamedAsSuch) {
+  if (BuiltWithCuda()) GTEST_SKIP() << "a CUDA build has the CUDA kernels";
+  absl::StatusOr<KernelCatalog> catalog = KernelCatalog::ForBackend(Backend::kCpu);
+  ASSERT_TRUE(catalog.ok());
+  for (const char* name : {kProductionKernelName, "k01_base", "k16_static_strides",
+                           "k07/128x64_w4_sliced_db"}) {
+    absl::StatusOr<const KernelHandle*> resolved =
+        catalog->Resolve(name, AttentionProblem::SelfAttention(1, 128, 1, 128));
+    EXPECT_EQ(resolved.status().code(), absl::StatusCode::kFailedPrecondition) << name;
+    EXPECT_NE(resolved.status().message().find("is a CUDA kernel"), std::string::npos)
+        << resolved.status();
+  }
+  absl::StatusOr<const KernelHandle*> unknown =
+      catalog->Resolve("no_such_kernel", AttentionProblem::SelfAttention(1, 128, 1, 128));
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound) << unknown.status();
 }
 
 TEST(KernelCatalogTest, GpuKernelOnCpuBackendIsRefused) {
