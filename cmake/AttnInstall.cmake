@@ -2,6 +2,9 @@
 # needs from attnserve.
 #
 #   bin/                       attn_server, attn_cli, attn_loadgen (+ attn_bench, attn_tune with CUDA)
+#                              and lib/libattn_client_c.so (the C ABI, include/attn/client/c_api.h):
+#                              those built; a partial build (demo.sh builds attn_server and
+#                              attn_cli) installs what it has and names what it skipped
 #   include/attn/client/       the C++ client's headers
 #   include/attn/              dtype.h, tensor.h, problem.h (attn::core), version.h
 #   include/attnserve/v1/      attention.proto and its generated .pb.h/.grpc.pb.h
@@ -17,10 +20,15 @@ include(CMakePackageConfigHelpers)
 
 set(ATTN_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/attnserve)
 
-set(attn_install_programs attn_server attn_cli attn_loadgen attn_bench attn_tune)
+set(attn_install_programs attn_server attn_cli attn_loadgen attn_bench attn_tune attn_client_c)
 foreach(program ${attn_install_programs})
   if(TARGET ${program})
-    install(TARGETS ${program} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+    install(TARGETS ${program} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} OPTIONAL
+                               LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} OPTIONAL)
+    install(CODE "if(NOT EXISTS \"$<TARGET_FILE:${program}>\")
+  message(STATUS \"Not installed: ${program}, which is not built \"
+                 \"(cmake --build ${PROJECT_BINARY_DIR} --target ${program})\")
+endif()")
   endif()
 endforeach()
 
@@ -29,10 +37,12 @@ install(TARGETS attn_client attn_core attn_proto attn_version attn_health_proto
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/client/include/attn/client
+                  ${PROJECT_SOURCE_DIR}/client/c_api/include/attn/client
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attn)
 install(FILES ${PROJECT_SOURCE_DIR}/kernels/include/attn/dtype.h
               ${PROJECT_SOURCE_DIR}/kernels/include/attn/tensor.h
               ${PROJECT_SOURCE_DIR}/kernels/include/attn/problem.h
+              ${PROJECT_SOURCE_DIR}/kernels/include/attn/c_dtype.h
               ${PROJECT_BINARY_DIR}/generated/include/attn/version.h
               ${PROJECT_SOURCE_DIR}/proto/include/attn/http2_tuning.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attn)

@@ -32,7 +32,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "server_fuzz_support.h"
-#include "server_options.h"
+#include "core/server_options.h"
 
 namespace {
 

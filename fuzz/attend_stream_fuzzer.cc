@@ -26,10 +26,11 @@
 #include "absl/status/statusor.h"
 #include "attnserve/v1/attention.pb.h"
 #include "frontend/stream_inputs.h"
+#include "scheduling/admission.h"
 #include "frontend/tensor_codec.h"
 #include "fuzz_check.h"
 #include "server_fuzz_support.h"
-#include "server_options.h"
+#include "core/server_options.h"
 
 namespace {
 
@@ -57,6 +58,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   attn::server::Limits limits;
   limits.max_tokens_per_request = int64_t{1} << 16;
 
+  // A stream budget of a few windows, so uploads that outgrow it are
+  // refused as the server refuses them (scheduling/admission.h).
+  attn::server::Admission admission({/*admitted_bytes=*/1 << 18, /*stream_bytes=*/1 << 18,
+                                     /*peer_share=*/1.0, /*stream_window_bytes=*/1 << 14});
+  attn::server::AdmissionTicket ticket;
   std::optional<RequestSpec> spec;
   StreamInputs inputs;
   std::string expected[3];  // what each tensor must hold: the accepted chunks, in order
@@ -85,6 +91,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         CheckHasMessage(inline_tensors);
         return 0;
       }
+      absl::StatusOr<attn::server::AdmissionTicket> admitted =
+          admission.AdmitStream("fuzzer", decoded->InputBytes(),
+                                decoded->OutputBytes(), "the fuzzed call");
+      if (!admitted.ok()) {
+        FUZZ_CHECK(admitted.status().code() == absl::StatusCode::kResourceExhausted, "%s",
+                   admitted.status().ToString().c_str());
+        return 0;
+      }
+      ticket = *std::move(admitted);
       spec = *std::move(decoded);
       inputs.Start(*spec);
       (void)inputs.ReceivedText();
@@ -93,14 +108,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!message.has_chunk()) return 0;  // refused: a second header, or neither
 
     const pb::TensorChunk& chunk = message.chunk();
-    const absl::Status added = inputs.Add(chunk);
+    const absl::Status added = inputs.Add(chunk, [&](int64_t received) {
+      return admission.GrowStream(ticket, received, spec->InputBytes(), "the fuzzed call");
+    });
+    FUZZ_CHECK(ticket.stream_bytes() >= inputs.total_received(),
+               "the call holds %lld bytes but reserved %lld",
+               static_cast<long long>(inputs.total_received()),
+               static_cast<long long>(ticket.stream_bytes()));
     const int index = chunk.tensor() == pb::TENSOR_Q   ? 0
                       : chunk.tensor() == pb::TENSOR_K ? 1
                       : chunk.tensor() == pb::TENSOR_V ? 2
                                                        : -1;
     if (!added.ok()) {
-      FUZZ_CHECK(added.code() == absl::StatusCode::kInvalidArgument, "%s",
-                 added.ToString().c_str());
+      FUZZ_CHECK(added.code() == absl::StatusCode::kInvalidArgument ||
+                     added.code() == absl::StatusCode::kResourceExhausted,
+                 "%s", added.ToString().c_str());
       CheckHasMessage(added);
       for (int i = 0; i < 3; ++i) {
         FUZZ_CHECK(attn::fuzz::Bytes(inputs.View(kInputs[i])) == expected[i],

@@ -1,7 +1,7 @@
 // fuzz/server_fuzz_support.h
 //
 // What the server fuzz targets share: the CPU backend's kernel catalog,
-// a TensorBytes view flattened into one string, quiet protobuf logs, and
+// a TensorSource view flattened into one string, quiet protobuf logs, and
 // the check every refusal of the request codec must pass.
 #ifndef ATTN_FUZZ_SERVER_FUZZ_SUPPORT_H_
 #define ATTN_FUZZ_SERVER_FUZZ_SUPPORT_H_
@@ -15,7 +15,7 @@
 #include "backends/kernel_catalog.h"
 #include "fuzz_check.h"
 #include "google/protobuf/stubs/logging.h"
-#include "scheduling/tensor_bytes.h"
+#include "core/tensor_place.h"
 
 namespace attn::fuzz {
 
@@ -29,7 +29,7 @@ inline const server::KernelCatalog& CpuCatalog() {
   return *catalog;
 }
 
-inline std::string Bytes(const server::TensorBytes& t) {
+inline std::string Bytes(const server::TensorSource& t) {
   std::string out(static_cast<size_t>(t.size()), '\0');
   t.CopyTo(out.data());
   return out;

@@ -18,10 +18,10 @@
 #include "absl/time/time.h"
 #include "attn/command_line.h"
 #include "backends/heap_arena.h"
-#include "observability/log.h"
+#include "core/log.h"
 #include "security/exposure_policy.h"
 #include "server.h"
-#include "server_options.h"
+#include "core/server_options.h"
 
 #ifdef ATTN_HAVE_PINNED_HEAP
 #include "pinned_heap/pinned_heap.h"
@@ -73,6 +73,11 @@ ABSL_FLAG(int64_t, max_admitted_bytes, 0,
           "Bytes that all admitted calls, Attend and AttendStream together, may hold at once "
           "(inputs and outputs of each, until its response is sent); beyond it "
           "RESOURCE_EXHAUSTED. 0 = room for eight calls of the largest size.");
+ABSL_FLAG(double, max_peer_share, 0.5,
+          "The most of --max_admitted_bytes and of --max_stream_buffer_bytes that one caller "
+          "(a connection, or one token's identity when --token_file is set) may hold over "
+          "several calls at once, in (0, 1]; its first call is admitted whenever it fits, so "
+          "one caller's many calls cannot shut out the others. 1 = no share limit.");
 ABSL_FLAG(double, stream_idle_timeout_s, 30.0,
           "AttendStream: seconds to wait for the client's next message while it uploads, or "
           "for it to take the next output chunk; then the call ends (DEADLINE_EXCEEDED) and "
@@ -231,6 +236,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   options->limits.queue_capacity = absl::GetFlag(FLAGS_queue_capacity);
   options->limits.max_stream_buffer_bytes = absl::GetFlag(FLAGS_max_stream_buffer_bytes);
   options->limits.max_admitted_bytes = absl::GetFlag(FLAGS_max_admitted_bytes);
+  options->limits.max_peer_share = absl::GetFlag(FLAGS_max_peer_share);
   options->stream_idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_stream_idle_timeout_s));
   options->stream_upload_timeout = absl::Seconds(absl::GetFlag(FLAGS_stream_upload_timeout_s));
   options->drain_upload_idle = absl::Seconds(absl::GetFlag(FLAGS_drain_upload_idle_s));
@@ -297,6 +303,11 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
                std::to_string(r.min) + " and " + std::to_string(r.max);
       return false;
     }
+  }
+  if (!(options->limits.max_peer_share > 0.0 && options->limits.max_peer_share <= 1.0)) {
+    *error = "--max_peer_share is " + std::to_string(options->limits.max_peer_share) +
+             "; it must be above 0 and at most 1";
+    return false;
   }
   if (options->stream_idle_timeout <= absl::ZeroDuration() ||
       options->stream_upload_timeout <= absl::ZeroDuration() ||

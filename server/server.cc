@@ -20,13 +20,13 @@
 #include "grpcpp/server_builder.h"
 #include "limits/fd_limit.h"
 #include "limits/tcp_acceptor.h"
-#include "observability/log.h"
+#include "core/log.h"
 #include "observability/metrics_endpoint.h"
 #include "observability/prometheus_metrics.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 #include "security/exposure_policy.h"
 #include "security/server_credentials.h"
-#include "status_util.h"
+#include "core/status_util.h"
 
 #ifndef ATTN_VERSION
 #define ATTN_VERSION "unknown"

@@ -21,7 +21,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server_options.h"
+#include "core/server_options.h"
 
 namespace grpc {
 class Server;

@@ -154,6 +154,11 @@ int RunAttend(AttentionClient& client, const AttendCommandOptions& options, std:
       err << "attend: " << geometry.status().message() << "\n";
       return kExitUsage;
     }
+    // Before drawing the inputs, which takes a minute for a GiB.
+    if (absl::Status fits = client.CheckServerLimits(*geometry); !fits.ok()) {
+      err << "attend: " << fits.ToString() << "\n";
+      return kExitFailure;
+    }
     const uint64_t seed = options.seed.has_value() ? *options.seed : std::random_device()();
     inputs = MakeRandomInputs(*std::move(geometry), seed);
     source = absl::StrCat("random N(0,1), --seed=", seed);

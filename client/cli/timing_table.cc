@@ -81,6 +81,32 @@ std::string FormatTimingTable(const std::vector<AttendResult>& results) {
     absl::StrAppendFormat(&out, "  (streamed: request upload took %.3f ms of the round trip)\n",
                           Ms(upload));
   }
+  const AttendResult& last = results.back();
+  if (!last.shard_server.empty()) out += FormatShards(last);
+  return out;
+}
+
+std::string FormatShards(const AttendResult& result) {
+  const std::vector<ServerTiming>& shards = result.shard_server;
+  std::string out = absl::StrFormat(
+      "  split into %d shards, sent side by side: the rows above are shard %d's, the last to "
+      "answer (client marshal: until it was sent)\n",
+      shards.size(), result.last_shard + 1);
+  absl::StrAppendFormat(&out, "  %-18s %10s %10s %10s\n", "per shard", "min ms", "max ms",
+                        "sum ms");
+  const std::pair<const char*, int64_t ServerTiming::*> rows[] = {
+      {"server queue", &ServerTiming::queue_ns},
+      {"server kernel", &ServerTiming::kernel_ns},
+      {"server total", &ServerTiming::total_ns}};
+  for (const auto& [label, field] : rows) {
+    int64_t lo = shards.front().*field, hi = lo, sum = 0;
+    for (const ServerTiming& shard : shards) {
+      lo = std::min(lo, shard.*field);
+      hi = std::max(hi, shard.*field);
+      sum += shard.*field;
+    }
+    absl::StrAppendFormat(&out, "  %-18s %10.3f %10.3f %10.3f\n", label, Ms(lo), Ms(hi), Ms(sum));
+  }
   return out;
 }
 
@@ -102,14 +128,19 @@ std::string FormatTensorPaths(const ServerTiming& server) {
 
 std::string FormatThroughput(const std::vector<AttendResult>& results, double flops,
                              double bytes) {
+  // The whole problem's kernel time: a split call's shards summed.
   const int64_t kernel =
-      Median(Sorted(results, [](const AttendResult& r) { return r.server.kernel_ns; }));
+      Median(Sorted(results, [](const AttendResult& r) { return r.SummedKernelNs(); }));
   const int64_t round_trip =
       Median(Sorted(results, [](const AttendResult& r) { return r.client.round_trip_ns; }));
+  const size_t shards = results.back().shard_server.size();
+  const std::string summed =
+      shards > 0 ? absl::StrFormat(", the %d shards' kernel time summed", shards) : "";
   std::string out;
   if (kernel > 0) {
-    absl::StrAppendFormat(&out, "  kernel:     %.3f TFLOP/s (%.3g GFLOP in %.3f ms)\n",
-                          flops / static_cast<double>(kernel) / 1e3, flops / 1e9, Ms(kernel));
+    absl::StrAppendFormat(&out, "  kernel:     %.3f TFLOP/s (%.3g GFLOP in %.3f ms%s)\n",
+                          flops / static_cast<double>(kernel) / 1e3, flops / 1e9, Ms(kernel),
+                          summed);
   }
   if (round_trip > 0) {
     absl::StrAppendFormat(&out, "  end to end: %.3f TFLOP/s, %.3f GB/s of tensors (%.1f MiB)\n",

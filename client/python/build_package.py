@@ -11,6 +11,10 @@ writes into OUT_DIR:
   attnserve_client/_version.py   __version__ from the repository's VERSION
   attnserve_client/*.py          (--sources) the package's sources
 
+and pip's build (setup.py) adds attnserve_client/libattn_client_c.so, the
+C++ client the native transport loads, when it finds one
+(bundle_client_library).
+
 One script for the three ways the package is built: pip (setup.py's
 build_py), CMake (client/python/CMakeLists.txt) and by hand
 (generate_stubs.sh). protoc and grpc_python_plugin come from the PATH
@@ -19,6 +23,7 @@ unless named (Debian: protobuf-compiler, protobuf-compiler-grpc).
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -68,6 +73,41 @@ def generate(out_dir, protoc=None, grpc_python_plugin=None, sources=False):
          + _find("grpc_python_plugin", grpc_python_plugin, "GRPC_PYTHON_PLUGIN"),
          os.path.join(PROTO_ROOT, PROTO)],
         check=True)
+
+
+
+
+def _library_name():
+    """native.py's LIBRARY_NAME, read from its source: the package cannot be
+    imported before it is built."""
+    with open(os.path.join(HERE, "attnserve_client", "native.py"), encoding="utf-8") as f:
+        return re.search(r'^LIBRARY_NAME = "([^"]+)"$', f.read(), re.M).group(1)
+
+
+CLIENT_LIBRARY = _library_name()
+# Where `cmake --build build --target attn_client_c` puts it.
+BUILD_TREE_LIBRARY = os.path.join(REPO, "build", "client", "c_api", CLIENT_LIBRARY)
+
+
+def bundle_client_library(out_dir):
+    """Copies libattn_client_c.so into out_dir/attnserve_client: the one
+    $ATTN_CLIENT_LIB names (a build tree's, or an install prefix's lib/;
+    an error when it is not a file), else the repository's build/ tree's
+    when it was built. Returns the path copied, or None (the package then
+    uses grpcio, unless the library is found at run time: native.py)."""
+    source = os.environ.get("ATTN_CLIENT_LIB")
+    if source and not os.path.isfile(source):
+        sys.exit(f"build_package.py: $ATTN_CLIENT_LIB names {source}, which is not a file")
+    if not source and os.path.isfile(BUILD_TREE_LIBRARY):
+        source = BUILD_TREE_LIBRARY
+    if not source:
+        print(f"build_package.py: no {CLIENT_LIBRARY} ($ATTN_CLIENT_LIB unset, {BUILD_TREE_LIBRARY} "
+              "not built: cmake --build build --target attn_client_c); the package will use grpcio",
+              file=sys.stderr)
+        return None
+    shutil.copyfile(source, os.path.join(out_dir, "attnserve_client", CLIENT_LIBRARY))
+    print(f"build_package.py: bundled {source}", file=sys.stderr)
+    return source
 
 
 def main():

@@ -5,6 +5,10 @@ the build directory (build_package.py), so `pip install ./client/python`
 needs protoc and grpc_python_plugin, and no network:
 
     pip install --no-build-isolation ./client/python
+
+and copies libattn_client_c.so into the package when it finds one
+($ATTN_CLIENT_LIB, else build/client/c_api/ of the repository), so the
+installed package runs its calls through the C++ client.
 """
 
 import os
@@ -22,6 +26,7 @@ class BuildPyWithStubs(build_py):
         super().run()
         if not self.dry_run:
             build_package.generate(self.build_lib)
+            build_package.bundle_client_library(self.build_lib)
 
 
 setup(version=build_package.read_version(), cmdclass={"build_py": BuildPyWithStubs})

@@ -82,12 +82,12 @@ absl::Status AttentionInputs::Validate() const {
   }
   if (kv_seq_len < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("kv_seq_len is ", kv_seq_len, "; it must be >= 1 (0: seq_len)"));
+        absl::StrCat("kv_seq_len is ", kv_seq_len, "; it must be >= 1, or 0 for seq_len"));
   }
   if (kv_num_heads < 0 || shape.num_heads % NumHeadsKv() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("kv_num_heads is ", kv_num_heads,
-                                                   "; it must divide num_heads ", shape.num_heads,
-                                                   " (0: num_heads)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv_num_heads is ", kv_num_heads, "; it must divide num_heads (",
+                     shape.num_heads, "), or be 0 for num_heads (no grouped-query attention)"));
   }
   if (varlen()) {
     if (cu_seqlens_q.empty() || cu_seqlens_k.empty()) {
@@ -270,6 +270,13 @@ int64_t ServerTiming::OtherNs() const {
 
 int64_t ClientTiming::NetworkNs(const ServerTiming& server) const {
   return std::max<int64_t>(0, round_trip_ns - marshal_ns - unmarshal_ns - server.total_ns);
+}
+
+int64_t AttendResult::SummedKernelNs() const {
+  if (shard_server.empty()) return server.kernel_ns;
+  int64_t sum = 0;
+  for (const ServerTiming& shard : shard_server) sum += shard.kernel_ns;
+  return sum;
 }
 
 }  // namespace attn

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "call_split.h"
 #include "channel_factory.h"
 #include "grpc/grpc.h"
@@ -15,6 +18,7 @@
 #include "grpcpp/client_context.h"
 #include "monotonic_clock.h"
 #include "region_lease.h"
+#include "server_limits.h"
 #include "status_util.h"
 #include "stream_call.h"
 #include "wire_codec.h"
@@ -69,6 +73,47 @@ std::chrono::system_clock::time_point DeadlineAfter(absl::Duration timeout) {
              absl::ToChronoNanoseconds(timeout));
 }
 
+// READY within options.connect_timeout, or UNAVAILABLE naming the address.
+// Attempts that fail (refused, unresolvable, a TLS handshake that does not
+// verify) end the wait kFailedAttemptsGrace after the first one, with
+// retries in between (channel_factory.h shortens gRPC's first reconnect
+// backoff): a refused connection is reported in about a second, not after
+// the whole connect timeout, and one spurious failure (the gRPC 1.51
+// connect(2) errno race, ReadyConnectionFrom) is retried before giving up.
+absl::Status WaitForReady(grpc::Channel& channel, const ClientOptions& options) {
+  constexpr absl::Duration kFailedAttemptsGrace = absl::Seconds(1);
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + options.connect_timeout;
+  std::optional<absl::Time> failing_since;
+  grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
+  while (state != GRPC_CHANNEL_READY) {
+    const absl::Time now = absl::Now();
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE && !failing_since.has_value()) {
+      failing_since = now;
+    }
+    const absl::Time give_up =
+        failing_since.has_value() ? std::min(deadline, *failing_since + kFailedAttemptsGrace)
+                                  : deadline;
+    if (now >= give_up) break;
+    channel.WaitForStateChange(state, absl::ToChronoTime(give_up));
+    state = channel.GetState(/*try_to_connect=*/true);
+  }
+  if (state == GRPC_CHANNEL_READY) return absl::OkStatus();
+  const std::string why =
+      failing_since.has_value()
+          ? absl::StrCat("every connection attempt for ",
+                         absl::FormatDuration(absl::Trunc(absl::Now() - *failing_since,
+                                                          absl::Milliseconds(1))),
+                         " failed (refused, unreachable, or the name does not resolve",
+                         options.tls.enabled ? ", or the TLS handshake failed)" : ")")
+          : absl::StrCat("no connection within ", absl::FormatDuration(options.connect_timeout),
+                         " (connect_timeout)");
+  return absl::UnavailableError(absl::StrCat(
+      "cannot connect to attnserve at '", options.address, "': ", why, " (channel state ",
+      ChannelStateName(state), "): is attn_server running there",
+      options.tls.enabled ? ", and does its TLS certificate verify?" : "?"));
+}
+
 }  // namespace
 
 const char* HealthStatusName(HealthStatus status) {
@@ -106,13 +151,7 @@ absl::StatusOr<std::unique_ptr<AttentionClient>> AttentionClient::Connect(
   std::unique_ptr<AttentionClient> client(new AttentionClient(options, std::move(connections)));
 
   const std::shared_ptr<grpc::Channel>& first = client->channel();
-  if (!first->WaitForConnected(DeadlineAfter(options.connect_timeout))) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot connect to attnserve at '", options.address, "' within ",
-        absl::FormatDuration(options.connect_timeout), " (channel state ",
-        ChannelStateName(first->GetState(false)), "): is attn_server running there",
-        options.tls.enabled ? ", and does its TLS certificate verify?" : "?"));
-  }
+  if (absl::Status connected = WaitForReady(*first, options); !connected.ok()) return connected;
   // The others connect once a call looks for a ready connection past the
   // first (ReadyConnectionFrom), in the background: a client that makes one
   // call opens one connection.
@@ -211,6 +250,13 @@ int AttentionClient::WantedShards(const AttentionInputs& inputs,
       inputs.InputBytes() <= threshold) {
     return 1;
   }
+  // A server with one worker runs the shards one after another: the call
+  // only gets slower (the CPU backend's default: 361 against 326 ms whole).
+  // With two or more, shards overlap there and each travels on its own
+  // connection, which is where a large call's time goes on a GPU (8 shards
+  // on 2 CUDA workers: 2.6x the whole call's rate, bench/RESULTS.md). A
+  // server that does not say (0) may get shards.
+  if (server_info_.has_value() && server_info_->limits().workers() == 1) return 1;
   return static_cast<int>(std::min<int64_t>(connection_count(), internal::MaxShards(inputs)));
 }
 
@@ -253,9 +299,19 @@ absl::StatusOr<AttendResult> AttentionClient::Attend(const AttentionInputs& inpu
   return result;
 }
 
+absl::Status AttentionClient::CheckServerLimits(const AttentionInputs& geometry) const {
+  if (!server_info_.has_value()) return absl::OkStatus();
+  absl::Status within = internal::CheckTokenLimit(geometry, server_info_->limits());
+  if (within.ok()) return within;
+  return absl::Status(within.code(),
+                      absl::StrCat("Attend to ", options_.address, ": ", within.message()));
+}
+
 void AttentionClient::AttendAsync(std::shared_ptr<const AttentionInputs> inputs,
                                   const AttendOptions& options, AttendCallback done) {
-  if (absl::Status valid = inputs->Validate(); !valid.ok()) {
+  absl::Status valid = inputs->Validate();
+  if (valid.ok()) valid = CheckServerLimits(*inputs);
+  if (!valid.ok()) {
     inputs.reset();
     std::move(done)(valid);
     return;
@@ -355,6 +411,11 @@ struct ShardCall {
   grpc::ByteBuffer request;
   grpc::ByteBuffer response;
   std::shared_ptr<const AttentionInputs> inputs;  // the shard's own
+  // Written under SplitCall::mu: from the call's start until this shard's
+  // request went to gRPC, its answer's parse and scatter, its server timing.
+  int64_t sent_ns = 0;
+  int64_t unmarshal_ns = 0;
+  ServerTiming server;
 };
 
 // State of a split call, shared by its shards' completion callbacks; the
@@ -377,19 +438,9 @@ struct SplitCall {
   absl::Mutex mu;
   int remaining ABSL_GUARDED_BY(mu) = 0;
   absl::Status failure ABSL_GUARDED_BY(mu);  // the first shard's failure
-  AttendResult merged ABSL_GUARDED_BY(mu);   // metadata and timing
-  int64_t kernel_ns_sum ABSL_GUARDED_BY(mu) = 0;
+  AttendResult merged ABSL_GUARDED_BY(mu);   // metadata
+  int last_shard ABSL_GUARDED_BY(mu) = 0;    // the shard whose answer came last
 };
-
-// Each phase of the server's timing: the maximum over the shards (they run
-// in parallel, so the call waited for the slowest).
-void MergeServerTiming(const ServerTiming& shard, ServerTiming* merged) {
-  for (auto field : {&ServerTiming::receive_ns, &ServerTiming::decode_ns, &ServerTiming::queue_ns,
-                     &ServerTiming::h2d_ns, &ServerTiming::kernel_ns, &ServerTiming::d2h_ns,
-                     &ServerTiming::total_ns}) {
-    merged->*field = std::max(merged->*field, shard.*field);
-  }
-}
 
 std::string ShardName(const SplitCall& call, size_t i) {
   const internal::Shard& s = call.shards[i]->shard;
@@ -411,10 +462,19 @@ void FinishSplit(const std::shared_ptr<SplitCall>& call) {
       merged.shape = call->inputs->shape;
       merged.out = std::move(call->out);
       merged.lse = std::move(call->lse);
-      if (call->kernel_ns_sum > 0) {
+      // The call's figures are its last shard's (ClientTiming::shards says why).
+      const ShardCall& last = *call->shards[static_cast<size_t>(call->last_shard)];
+      merged.last_shard = call->last_shard;
+      merged.server = last.server;
+      merged.client.marshal_ns = last.sent_ns;
+      merged.client.unmarshal_ns = last.unmarshal_ns;
+      for (const std::unique_ptr<ShardCall>& shard : call->shards) {
+        merged.shard_server.push_back(shard->server);
+      }
+      if (const int64_t kernel_ns = merged.SummedKernelNs(); kernel_ns > 0) {
         // FLOPs per nanosecond * 1e-3 = TFLOP/s.
         merged.kernel_tflops =
-            call->inputs->Flops(call->options) / static_cast<double>(call->kernel_ns_sum) * 1e-3;
+            call->inputs->Flops(call->options) / static_cast<double>(kernel_ns) * 1e-3;
       }
       merged.client.round_trip_ns = internal::MonotonicNanos() - call->start_ns;
       result = std::move(merged);
@@ -470,8 +530,7 @@ void AttentionClient::StartSplit(std::shared_ptr<const AttentionInputs> inputs,
   // Consecutive round-robin positions: distinct connections.
   const uint64_t first = next_connection_.fetch_add(plan.size(), std::memory_order_relaxed);
   // Builds shard i's request (a gather for head shards) and starts it.
-  const int64_t marshal_start = internal::MonotonicNanos();
-  auto start_shard = [this, &call, &options, first, marshal_start](size_t i) {
+  auto start_shard = [this, &call, &options, first](size_t i) {
     ShardCall& part = *call->shards[i];
     part.inputs = internal::ShardInputs(call->inputs, part.shard);
     part.request = internal::EncodeAttendRequest(
@@ -479,8 +538,7 @@ void AttentionClient::StartSplit(std::shared_ptr<const AttentionInputs> inputs,
     {
       // Before the shard starts, so before any FinishSplit reads it.
       absl::MutexLock lock(&call->mu);
-      int64_t& marshal_ns = call->merged.client.marshal_ns;
-      marshal_ns = std::max(marshal_ns, internal::MonotonicNanos() - marshal_start);
+      part.sent_ns = internal::MonotonicNanos() - call->start_ns;
     }
     Connection& connection = ReadyConnectionFrom(first + i);
     connection.generic_stub.UnaryCall(
@@ -517,7 +575,7 @@ void AttentionClient::StartSplit(std::shared_ptr<const AttentionInputs> inputs,
           {
             absl::MutexLock lock(&call->mu);
             AttendResult& merged = call->merged;
-            merged.client.unmarshal_ns += unmarshal_ns;
+            finished.unmarshal_ns = unmarshal_ns;
             if (!failure.ok() && call->failure.ok()) {
               call->failure = absl::Status(
                   failure.code(), absl::StrCat(failure.message(), " [", ShardName(*call, i),
@@ -533,17 +591,11 @@ void AttentionClient::StartSplit(std::shared_ptr<const AttentionInputs> inputs,
                 merged.kernel = value.kernel;
                 merged.backend = value.backend;
                 merged.device = value.device;
-                ServerTiming& t = merged.server;
-                t.q_path = value.server.q_path;
-                t.k_path = value.server.k_path;
-                t.v_path = value.server.v_path;
-                t.out_path = value.server.out_path;
-                t.lse_path = value.server.lse_path;
               }
-              MergeServerTiming(value.server, &merged.server);
-              call->kernel_ns_sum += value.server.kernel_ns;
+              finished.server = value.server;
             }
             last = --call->remaining == 0;
+            if (last) call->last_shard = static_cast<int>(i);
           }
           CallAnswered();
           if (last) FinishSplit(call);
@@ -554,8 +606,7 @@ void AttentionClient::StartSplit(std::shared_ptr<const AttentionInputs> inputs,
   // parallel (one thread gathered 48 MiB of head shards in ~20 ms on the
   // H200 host, slower than the connections carried them); a call is split
   // only when this client has idle connections, so at low call rates, where
-  // a thread per shard costs little beside the copy. marshal_ns: from the
-  // fan-out's start until the last shard's request was ready.
+  // a thread per shard costs little beside the copy.
   std::vector<std::thread> builders;
   builders.reserve(plan.size() - 1);
   for (size_t i = 1; i < plan.size(); ++i) builders.emplace_back(start_shard, i);

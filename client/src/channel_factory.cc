@@ -1,11 +1,10 @@
 #include "channel_factory.h"
 
 #include <climits>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "file_io.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -14,13 +13,11 @@ namespace attn::internal {
 namespace {
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " file '", path, "'"));
+  absl::StatusOr<std::string> contents = ReadWholeFile(path);
+  if (!contents.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", contents.status().message()));
   }
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  return contents.str();
+  return contents;
 }
 
 // gRPC takes limits as int: -1 is unlimited, anything larger than INT_MAX is
@@ -77,6 +74,9 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> CreateChannel(const ClientOptions
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   }
   for (const auto& [name, value] : options.http2.ChannelArgs()) args.SetInt(name, value);
+  // gRPC's default first reconnect backoff is 1 s: Connect's wait after a
+  // failed attempt (kFailedAttemptsGrace) sees a few retries instead of one.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kInitialReconnectBackoffMs);
   args.SetString(GRPC_ARG_PRIMARY_USER_AGENT_STRING, "attnserve-cpp-client");
   return grpc::CreateCustomChannel(options.address, *credentials, args);
 }

@@ -2,16 +2,15 @@
 
 #include <cctype>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <optional>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "file_io.h"
 
 namespace attn {
 namespace {
@@ -182,15 +181,6 @@ std::string ShapeTuple(const std::vector<int64_t>& shape) {
   return absl::StrCat("(", absl::StrJoin(shape, ", "), ")");
 }
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::NotFoundError(absl::StrCat("cannot open '", path, "'"));
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (file.bad()) return absl::DataLossError(absl::StrCat("error reading '", path, "'"));
-  return contents.str();
-}
-
 template <typename Float>
 void ConvertFloats(const std::string& data, DType dtype, std::string* out) {
   const size_t n = data.size() / sizeof(Float);
@@ -248,7 +238,7 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view contents) {
 }
 
 absl::StatusOr<NpyArray> ReadNpyFile(const std::string& path) {
-  absl::StatusOr<std::string> contents = ReadWholeFile(path);
+  absl::StatusOr<std::string> contents = internal::ReadWholeFile(path);
   if (!contents.ok()) return contents.status();
   absl::StatusOr<NpyArray> array = ParseNpy(*contents);
   if (!array.ok()) {
@@ -356,15 +346,6 @@ absl::StatusOr<NpyTensor> ReadTensorNpy(const std::string& path, std::optional<D
 
 namespace {
 
-absl::Status WriteFile(const std::string& path, const std::string& contents) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (!file) return absl::PermissionDeniedError(absl::StrCat("cannot write '", path, "'"));
-  file.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-  file.close();
-  if (!file) return absl::DataLossError(absl::StrCat("error writing '", path, "'"));
-  return absl::OkStatus();
-}
-
 int64_t Product(const std::vector<int64_t>& dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
@@ -386,7 +367,8 @@ absl::Status WriteTensorNpyDims(const std::string& path, DType dtype,
                                                    " bytes; shape ", ShapeTuple(dims), " needs ",
                                                    Product(dims) * 2));
   }
-  return WriteFile(path, SerializeNpy(dtype == DType::kFloat16 ? "<f2" : "<V2", dims, bytes));
+  return internal::WriteWholeFile(
+      path, SerializeNpy(dtype == DType::kFloat16 ? "<f2" : "<V2", dims, bytes));
 }
 
 absl::Status WriteFloat32Npy(const std::string& path, const std::vector<int64_t>& dims,
@@ -395,7 +377,7 @@ absl::Status WriteFloat32Npy(const std::string& path, const std::vector<int64_t>
     return absl::InvalidArgumentError(absl::StrCat(values.size(), " float32 values; shape ",
                                                    ShapeTuple(dims), " needs ", Product(dims)));
   }
-  return WriteFile(path, SerializeNpy("<f4", dims,
+  return internal::WriteWholeFile(path, SerializeNpy("<f4", dims,
                                       absl::string_view(reinterpret_cast<const char*>(values.data()),
                                                         values.size() * sizeof(float))));
 }

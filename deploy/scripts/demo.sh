@@ -40,6 +40,13 @@ cli="$build_dir/client/attn_cli"
 
 shape="1,1024,8,128"
 if [ "$gpu" -eq 1 ]; then shape="4,4096,16,128"; fi
+# The request as sent: the default shape unless the arguments give one.
+attend_args=(--dtype=bf16 --check)
+case " $* " in
+  *" --shape="* | *" --shape "*) ;;
+  *) attend_args=("--shape=$shape" "${attend_args[@]}") ;;
+esac
+attend_args+=("$@")
 
 # shellcheck source=deploy/scripts/start_server.sh
 . "$root/deploy/scripts/start_server.sh"
@@ -54,8 +61,8 @@ phase "attn_server is serving; its first log lines:"
 head -n 3 "$work/server.log"
 phase "attn_cli info"
 "$cli" info --address="$address"
-phase "attn_cli attend --shape=$shape --check"
-"$cli" attend --address="$address" --shape="$shape" --dtype=bf16 --check "$@"
+phase "attn_cli attend ${attend_args[*]}"
+"$cli" attend --address="$address" "${attend_args[@]}"
 
 kill -TERM "$server_pid"
 if wait "$server_pid"; then

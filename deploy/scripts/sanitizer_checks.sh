@@ -32,7 +32,7 @@ started=$SECONDS
 tests=(cpu_reference_test validate_test tuning_test
        server_scheduler_test server_admission_test server_codec_test server_zero_copy_test
        server_e2e_cpu_test server_reliability_test server_lifecycle_test server_security_test
-       server_scheduler_batching_test server_batching_e2e_cpu_test
+       server_scheduler_batching_test server_batching_e2e_cpu_test server_batching_regions_cpu_test
        attention_client_test client_split_test client_npy_test)
 
 # Under TSan, CI runs the tests whose threads are all ours: the scheduler

@@ -11,8 +11,8 @@
 #include "backends/pinned_heap_size.h"
 #include "backends/output_poison.h"
 #include "backends/transport_only_executor.h"
-#include "observability/log.h"
-#include "status_util.h"
+#include "core/log.h"
+#include "core/status_util.h"
 
 namespace attn::server {
 namespace {
@@ -81,7 +81,8 @@ absl::StatusOr<BackendSetup> CreateCpuBackend(const ServerOptions& options, std:
   if (!options.devices.empty()) LOGF(kWarning, "--devices is ignored by the cpu backend");
   RETURN_IF_ERROR(ArmPinnedHeap(options, /*by_default=*/false));
   BackendSetup setup;
-  ASSIGN_OR_RETURN(setup.catalog, KernelCatalog::ForBackend(Backend::kCpu));
+  ASSIGN_OR_RETURN(KernelCatalog catalog, KernelCatalog::ForBackend(Backend::kCpu));
+  setup.catalog = std::make_shared<const KernelCatalog>(std::move(catalog));
   for (int i = 0; i < options.cpu_workers; ++i) {
     setup.executors.push_back(std::make_unique<CpuExecutor>(options.cpu_threads));
   }
@@ -96,15 +97,18 @@ absl::StatusOr<BackendSetup> CreateCudaBackend(const ServerOptions& options, std
   }
   BackendSetup setup;
   ASSIGN_OR_RETURN(setup.devices, SelectDevices(options.devices));
-  ASSIGN_OR_RETURN(setup.catalog, KernelCatalog::ForBackend(Backend::kCuda));
+  // Every kernel resolved for each served device once, here: the family it
+  // runs there, the device's facts and its launch attributes.
+  ASSIGN_OR_RETURN(KernelCatalog catalog, KernelCatalog::ForCudaDevices(setup.devices));
+  setup.catalog = std::make_shared<const KernelCatalog>(std::move(catalog));
   CudaExecutorOptions cuda;
   cuda.devices = setup.devices;
   cuda.streams_per_device = options.streams_per_device;
   cuda.max_tensor_bytes = options.limits.MaxTensorBytes();
   // LSE elements are Q's elements / head_dim, and the codec counts each
   // varlen sequence as at least one token: both fit max_tokens / head_dim.
-  cuda.max_rows = options.limits.max_tokens_per_request / setup.catalog.MinHeadDim();
-  cuda.warmup_kernel = &setup.catalog.default_kernel();
+  cuda.max_rows = options.limits.max_tokens_per_request / setup.catalog->MinHeadDim();
+  cuda.catalog = setup.catalog;
   cuda.copy_threads = options.copy_threads;
   cuda.streaming_staging = options.streaming_staging;
   cuda.staging_chunk_bytes = options.staging_chunk_bytes;
@@ -124,8 +128,9 @@ absl::StatusOr<BackendSetup> CreateTransportOnlyBackend(const ServerOptions& opt
   // The transport measured with the allocator the CUDA backend runs with.
   RETURN_IF_ERROR(ArmPinnedHeap(options, /*by_default=*/true));
   BackendSetup setup;
-  ASSIGN_OR_RETURN(setup.catalog,
+  ASSIGN_OR_RETURN(KernelCatalog catalog,
                    KernelCatalog::ForBackend(BuiltWithCuda() ? Backend::kCuda : Backend::kCpu));
+  setup.catalog = std::make_shared<const KernelCatalog>(std::move(catalog));
   // The largest output; an LSE (4 bytes per row of at least one 16-bit
   // element per head_dim >= 8 elements) is always smaller.
   auto nan_bytes = std::make_shared<const std::string>(

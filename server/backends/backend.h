@@ -19,15 +19,16 @@
 
 #include "absl/status/statusor.h"
 #include "attn/device.h"
-#include "backends/executor.h"
+#include "core/executor.h"
 #include "backends/kernel_catalog.h"
 #include "regions/region_backend.h"
-#include "server_options.h"
+#include "core/server_options.h"
 
 namespace attn::server {
 
 struct BackendSetup {
-  KernelCatalog catalog;
+  // Shared with the CUDA executors, which launch its per-device handles.
+  std::shared_ptr<const KernelCatalog> catalog;
   std::vector<DeviceInfo> devices;  // CUDA devices served; empty on the CPU backend
   std::vector<std::unique_ptr<Executor>> executors;
   std::string choice_reason;  // why this backend, for the start-up log

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "status_util.h"
+#include "core/status_util.h"
 
 namespace attn::server {
 

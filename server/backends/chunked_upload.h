@@ -1,7 +1,7 @@
 // server/backends/chunked_upload.h
 //
 // ChunkedUpload: request tensors from the host memory gRPC received them
-// into (TensorBytes) to device memory, through a small ring of pinned slots
+// into (TensorSource) to device memory, through a small ring of pinned slots
 // that every request reuses. Each chunk of a tensor is copied into the next
 // free slot (ParallelCopier), and its DMA from that slot is enqueued at
 // once, so one chunk's copy overlaps the previous chunk's DMA.
@@ -32,14 +32,14 @@
 #include "absl/types/span.h"
 #include "backends/cuda_memory.h"
 #include "backends/parallel_copier.h"
-#include "scheduling/tensor_bytes.h"
+#include "core/tensor_place.h"
 
 namespace attn::server {
 
 class ChunkedUpload {
  public:
   struct Tensor {
-    const TensorBytes* source;  // host bytes
+    const TensorSource* source;  // host bytes
     void* device;               // device memory for all of source's bytes
   };
 

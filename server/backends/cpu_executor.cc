@@ -11,159 +11,132 @@
 #include "attn/attention.h"
 #include "attn/cpu_reference.h"
 #include "backends/output_poison.h"
-#include "scheduling/batch_key.h"
 
 namespace attn::server {
+namespace {
+
+// The CPU kernel reads 16-bit elements from whole arrays.
+constexpr size_t kAlignment = alignof(uint16_t);
+
+// INTERNAL unless every job of `plan` is for this backend, has nothing on
+// a device and a place for each output (the catalog, region registration
+// and the front end keep each from happening).
+absl::Status CheckPlan(const LaunchPlan& plan) {
+  const RequestSpec& spec = plan.spec();
+  if (spec.kernel == nullptr || spec.kernel_info().backend != Backend::kCpu) {
+    return absl::InternalError(absl::StrCat(
+        "CpuExecutor given kernel '", spec.kernel == nullptr ? "(none)" : spec.kernel_info().name,
+        "' of another backend"));
+  }
+  for (const Job* job : plan.jobs()) {
+    for (const TensorSource* input : {&job->q, &job->k, &job->v}) {
+      if (input->on_device()) return absl::InternalError("CpuExecutor given a tensor in a CUDA region");
+    }
+    if (job->out.on_device() || (spec.problem.return_lse && job->lse.on_device())) {
+      return absl::InternalError("CpuExecutor given an output in a CUDA region");
+    }
+    if (!job->out.set() || (spec.problem.return_lse && !job->lse.set())) {
+      return absl::InternalError("CpuExecutor given a job with nowhere to write an output");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Where the kernel writes one output of `bytes`, poisoned first so rows it
+// fails to write cannot pass for results: a lone job's destination itself,
+// else `stacked` (split afterwards by Scatter).
+char* OutputArea(TensorDestination* lone, int64_t bytes, std::string* stacked) {
+  char* area = nullptr;
+  if (lone == nullptr) {
+    stacked->resize(static_cast<size_t>(bytes));
+    area = stacked->data();
+  } else if (lone->in_region()) {
+    area = lone->data;
+  } else {
+    lone->host->resize(static_cast<size_t>(bytes));
+    area = lone->host->data();
+  }
+  std::memset(area, kOutputPoisonByte, static_cast<size_t>(bytes));
+  return area;
+}
+
+// Each part's slice of the stacked output into its destination.
+void Scatter(const std::vector<OutputPart>& parts, const std::string& stacked) {
+  for (const OutputPart& part : parts) {
+    const char* from = stacked.data() + part.offset;
+    if (part.destination->in_region()) {
+      std::memcpy(part.destination->data, from, static_cast<size_t>(part.bytes));
+    } else {
+      part.destination->host->assign(from, static_cast<size_t>(part.bytes));
+    }
+  }
+}
+
+}  // namespace
 
 CpuExecutor::CpuExecutor(int threads)
     : threads_(threads > 0 ? threads
                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
       name_(absl::StrCat("cpu (", threads_, threads_ == 1 ? " thread)" : " threads)")) {}
 
-absl::Status CpuExecutor::CheckJob(const Job& job) const {
-  const RequestSpec& spec = job.spec;
-  if (spec.kernel == nullptr || spec.kernel_info().backend != Backend::kCpu) {
-    return absl::InternalError(absl::StrCat(
-        "CpuExecutor given kernel '", spec.kernel == nullptr ? "(none)" : spec.kernel_info().name,
-        "' of another backend"));
-  }
-  for (const TensorBytes* input : {&job.q, &job.k, &job.v}) {
-    if (input->on_device()) {
-      return absl::InternalError("CpuExecutor given a tensor in a CUDA region");
-    }
-  }
-  if (job.out_place.path == TensorPath::kCudaRegion ||
-      job.lse_place.path == TensorPath::kCudaRegion) {
-    return absl::InternalError("CpuExecutor given an output in a CUDA region");
-  }
-  return absl::OkStatus();
+std::vector<absl::Status> CpuExecutor::Run(absl::Span<Job* const> jobs) {
+  return RunPlanned(jobs, LaunchCapacity{}, name_,
+                    [this](const LaunchPlan& plan) { return RunPlan(plan); });
 }
 
-absl::Status CpuExecutor::Run(Job& job) {
-  const RequestSpec& spec = job.spec;
-  if (absl::Status checked = CheckJob(job); !checked.ok()) return checked;
-  // O goes to the request's region when it named one (poisoned first, so
-  // rows the kernel failed to write cannot pass for results), else into the
-  // response.
-  char* out = nullptr;
-  if (job.out_place.in_region()) {
-    out = job.out_place.data;
-    std::memset(out, kOutputPoisonByte, static_cast<size_t>(spec.QBytes()));
-  } else {
-    job.out->resize(static_cast<size_t>(spec.QBytes()));
-    out = job.out->data();
+absl::Status CpuExecutor::RunPlan(const LaunchPlan& plan) {
+  if (absl::Status checked = CheckPlan(plan); !checked.ok()) return checked;
+  const RequestSpec& spec = plan.spec();
+
+  // Inputs: a lone job's where they are when they are one aligned piece
+  // (else gathered: the CUDA executor copies pieces to staging instead);
+  // a stack's copied to each job's offset.
+  const absl::Time stack_start = absl::Now();
+  std::string scratch[3];
+  const char* inputs[3] = {};
+  for (Input input : {Input::kQ, Input::kK, Input::kV}) {
+    const int i = static_cast<int>(input);
+    if (const TensorSource* lone = plan.LoneSource(input); lone != nullptr) {
+      inputs[i] = lone->Contiguous(&scratch[i], kAlignment).data();
+      continue;
+    }
+    scratch[i].resize(static_cast<size_t>(input == Input::kQ ? plan.q_bytes() : plan.kv_bytes()));
+    for (const InputPart& part : plan.inputs(input)) {
+      part.source->CopyTo(scratch[i].data() + part.offset);
+    }
+    inputs[i] = scratch[i].data();
   }
+  std::string stacked_out, stacked_lse;
+  char* out = OutputArea(plan.LoneOut(), plan.q_bytes(), &stacked_out);
   float* lse = nullptr;
   if (spec.problem.return_lse) {
     // float32 in host (little-endian) order, as the wire wants it.
-    if (job.lse_place.in_region()) {
-      std::memset(job.lse_place.data, kOutputPoisonByte, static_cast<size_t>(spec.LseBytes()));
-      lse = reinterpret_cast<float*>(job.lse_place.data);
-    } else {
-      if (job.lse == nullptr) return absl::InternalError("return_lse is set but the job has no lse");
-      job.lse->resize(static_cast<size_t>(spec.LseBytes()));
-      lse = reinterpret_cast<float*>(job.lse->data());
-    }
+    lse = reinterpret_cast<float*>(OutputArea(plan.LoneLse(), plan.lse_bytes(), &stacked_lse));
   }
-  // The CPU kernel reads whole, aligned arrays: tensors that arrived in
-  // several slices, or at an odd offset, are gathered first (the CUDA
-  // executor copies them to staging piece by piece instead).
-  constexpr size_t kAlignment = alignof(uint16_t);  // the kernel's 16-bit elements
-  std::string q_scratch, k_scratch, v_scratch;
-  const AttentionArgs args = spec.Args(job.q.Contiguous(&q_scratch, kAlignment).data(),
-                                       job.k.Contiguous(&k_scratch, kAlignment).data(),
-                                       job.v.Contiguous(&v_scratch, kAlignment).data(),
-                                       out, lse);
-  // The front end checked the problem; this checks the arguments (host
-  // pointers, the host cu_seqlens) by the kernel's own rules.
-  if (absl::Status valid = ValidateArgs(args, spec.kernel_info()); !valid.ok()) return valid;
+  const int64_t stack_ns = plan.stacked() ? ToNanos(absl::Now() - stack_start) : 0;
 
-  const absl::Time start = absl::Now();
-  // The CPU kernel, with this executor's thread count. It reads the call's
+  // The CPU kernel, with this executor's thread count. A lone call's
   // cancellation flag (client cancel, deadline, the server's drain timeout:
-  // gRPC cancels the call for each) between tasks and stops early.
-  const bool finished = AttentionCpu(args, threads_, job.cancelled);
-  job.times.kernel_ns = ToNanos(absl::Now() - start);
+  // gRPC cancels the call for each) is read between tasks.
+  const absl::Time start = absl::Now();
+  const std::atomic<bool>* cancelled = plan.stacked() ? nullptr : plan.jobs().front()->cancelled;
+  const bool finished =
+      AttentionCpu(spec.Args(inputs[0], inputs[1], inputs[2], out, lse), threads_, cancelled);
+  const int64_t kernel_ns = ToNanos(absl::Now() - start);
   if (!finished) {
     return absl::CancelledError(absl::StrCat("stopped between tiles after ",
                                              absl::FormatDuration(absl::Now() - start),
                                              ": the call was cancelled"));
   }
-  job.device = name_;
-  return absl::OkStatus();
-}
 
-}  // namespace attn::server
-
-namespace attn::server {
-
-std::vector<absl::Status> CpuExecutor::RunBatch(absl::Span<Job* const> jobs) {
-  const auto all = [&](absl::Status status) {
-    return std::vector<absl::Status>(jobs.size(), status);
-  };
-  // Jobs that cannot share a launch run one by one (Run reports what is
-  // wrong with each).
-  for (const Job* job : jobs) {
-    if (!CheckJob(*job).ok() || !Stackable(*job) ||
-        !SameBatchKey(jobs.front()->spec, job->spec)) {
-      return Executor::RunBatch(jobs);
-    }
-  }
-  const RequestSpec& key = jobs.front()->spec;
-  const AttentionProblem problem = StackedProblem(jobs);
-  const int64_t q_bytes = problem.QBytes(key.dtype);
-  const int64_t kv_bytes = problem.KVBytes(key.dtype);
-  const int64_t lse_bytes = problem.LseBytes();
-
-  // Stack the inputs: each job's bytes at its batch offset (the layouts
-  // are batch-major, batch_key.h). std::string storage is 8-byte aligned.
-  const absl::Time stack_start = absl::Now();
-  std::string q(static_cast<size_t>(q_bytes), '\0'), k(static_cast<size_t>(kv_bytes), '\0'),
-      v(static_cast<size_t>(kv_bytes), '\0');
-  // Outputs poisoned, so rows the kernel failed to write read as NaN.
-  std::string out(static_cast<size_t>(q_bytes), static_cast<char>(kOutputPoisonByte));
-  std::string lse(static_cast<size_t>(lse_bytes), static_cast<char>(kOutputPoisonByte));
-  int64_t q_at = 0, kv_at = 0;
-  for (const Job* job : jobs) {
-    job->q.CopyTo(q.data() + q_at);
-    job->k.CopyTo(k.data() + kv_at);
-    job->v.CopyTo(v.data() + kv_at);
-    q_at += job->spec.QBytes();
-    kv_at += job->spec.KVBytes();
-  }
-  const int64_t stack_ns = ToNanos(absl::Now() - stack_start);
-
-  const AttentionArgs args = AttentionArgs::Contiguous(
-      problem, key.dtype, q.data(), k.data(), v.data(), out.data(),
-      problem.return_lse ? reinterpret_cast<float*>(lse.data()) : nullptr);
-  // A stack the kernel refuses (its limits apply to the stacked problem)
-  // runs one by one, each request checked on its own.
-  if (!ValidateArgs(args, key.kernel_info()).ok()) return Executor::RunBatch(jobs);
-  const absl::Time start = absl::Now();
-  AttentionCpu(args, threads_, /*cancelled=*/nullptr);
-  const int64_t kernel_ns = ToNanos(absl::Now() - start);
-
-  // Each job's output is its consecutive slice of the stacked one.
   const absl::Time split_start = absl::Now();
-  q_at = 0;
-  int64_t lse_at = 0;
-  for (Job* job : jobs) {
-    job->out->assign(out.data() + q_at, static_cast<size_t>(job->spec.QBytes()));
-    if (problem.return_lse) {
-      job->lse->assign(lse.data() + lse_at, static_cast<size_t>(job->spec.LseBytes()));
-    }
-    q_at += job->spec.QBytes();
-    lse_at += job->spec.LseBytes();
+  if (plan.stacked()) {
+    Scatter(plan.out(), stacked_out);
+    Scatter(plan.lse(), stacked_lse);
   }
-  const int64_t split_ns = ToNanos(absl::Now() - split_start);
-  for (Job* job : jobs) {
-    job->times.h2d_ns = stack_ns;
-    job->times.kernel_ns = kernel_ns;
-    job->times.d2h_ns = split_ns;
-    job->times.batch_size = static_cast<int64_t>(jobs.size());
-    job->device = name_;
-  }
-  return all(absl::OkStatus());
+  const int64_t split_ns = plan.stacked() ? ToNanos(absl::Now() - split_start) : 0;
+  plan.SetTimes(stack_ns, kernel_ns, split_ns, name_);
+  return absl::OkStatus();
 }
 
 }  // namespace attn::server

@@ -2,11 +2,12 @@
 //
 // CpuExecutor: the CPU backend. Runs the kernel library's CPU reference
 // ("cpu_reference": fp32 accumulation, tiled online softmax) on host memory,
-// with a fixed number of threads per request. No copies: it reads the
-// request's tensors where they are and writes the response's bytes.
-// RunBatch stacks its jobs (copying their inputs into one array each, and
-// the stacked output back out) and runs the kernel once over all of them;
-// such a launch cannot be stopped early by one call's cancellation.
+// with a fixed number of threads per request. A lone job's tensors are read
+// where they are (gathered only when they arrived in several pieces) and
+// its outputs written straight to their destinations; a stacked launch
+// (backends/launch_plan.h) copies each job's inputs into one array per
+// tensor and each job's slice of the outputs back out. A stacked launch
+// cannot be stopped early by one call's cancellation.
 #ifndef ATTN_SERVER_CPU_EXECUTOR_H_
 #define ATTN_SERVER_CPU_EXECUTOR_H_
 
@@ -14,7 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/executor.h"
+#include "backends/launch_plan.h"
+#include "core/executor.h"
 
 namespace attn::server {
 
@@ -23,15 +25,13 @@ class CpuExecutor : public Executor {
   // `threads` per request; 0 = the host's hardware concurrency.
   explicit CpuExecutor(int threads);
 
-  absl::Status Run(Job& job) override;
-  std::vector<absl::Status> RunBatch(absl::Span<Job* const> jobs) override;
+  std::vector<absl::Status> Run(absl::Span<Job* const> jobs) override;
   // No buffers of its own: the front end's token limit bounds each request.
   int64_t BatchCapacityBytes() const override { return INT64_MAX; }
   std::string Name() const override { return name_; }
 
  private:
-  // INTERNAL unless `job` is for this backend and has nothing on a device.
-  absl::Status CheckJob(const Job& job) const;
+  absl::Status RunPlan(const LaunchPlan& plan);
 
   int threads_;
   std::string name_;

@@ -4,21 +4,18 @@
 // with CUDA (ATTN_HAVE_CUDA) and in cuda_executor_none.cc otherwise, so a
 // CPU-only build contains no CUDA code at all.
 //
-// One executor per (device, stream): each owns a non-blocking CUDA stream,
-// timing events, and device buffers for Q, K, V, O (each sized for the
-// largest allowed tensor on its own: K and V may be larger than Q when
-// kv_seq_len > seq_len, and the token limit bounds each tensor), the LSE
-// (float32) and the two cu_seqlens, plus pinned host staging buffers, all
-// allocated once here, never per request. Run() stages the inputs into
-// pinned memory, copies them to the device, poisons O and the LSE (NaN),
-// runs the request's resolved KernelHandle on the stream, copies O (and the
-// LSE) back and waits for the stream (blocking the worker thread, not a
-// gRPC thread). Inputs are copied once, from where the front end received
-// them (TensorBytes pieces) into staging; O lands in a pinned buffer lent to
-// the response when the job takes one (pinned_output_pool.h), so a unary
-// request's tensors cross host memory once each way.
-// Kernel time comes from CUDA events around the launch. A failed CUDA call
-// becomes INTERNAL naming the call, the device and the source line.
+// One executor per (device, stream), each over a CudaSlot (cuda_slot.h):
+// the stream, its events and every buffer a launch needs, allocated once
+// here, never per request. Run() plans its jobs as one launch (or each
+// alone, launch_plan.h), routes every part (cuda_routing.h: pinned heap,
+// staging, regions, device copies), enqueues the copies in, poisons O and
+// the LSE (NaN), launches the request's kernel bound to the executor's
+// device (KernelCatalog::OnDevice; admission checked the problem, so the
+// launch repeats no check) on the stream,
+// enqueues the copies back and waits for the stream (blocking the worker
+// thread, not a gRPC thread). Kernel time comes from CUDA events around the
+// launch. A failed CUDA call becomes INTERNAL naming the call, the device
+// and the source line; a sticky one retires the executor.
 #ifndef ATTN_SERVER_CUDA_EXECUTOR_H_
 #define ATTN_SERVER_CUDA_EXECUTOR_H_
 
@@ -30,7 +27,8 @@
 #include "absl/status/statusor.h"
 #include "attn/attention.h"
 #include "attn/device.h"
-#include "backends/executor.h"
+#include "backends/kernel_catalog.h"
+#include "core/executor.h"
 
 namespace attn::server {
 
@@ -42,11 +40,13 @@ struct CudaExecutorOptions {
   // sizes the LSE buffer (float32) and the cu_seqlens buffers (max_rows + 1
   // int32 each).
   int64_t max_rows = 0;
-  // Launched once per stream at start-up (module load, first-launch costs),
-  // so the first request is not slower than the rest and a broken device
-  // fails start-up rather than requests. Outlives the executors (the
-  // server's KernelCatalog owns it).
-  const KernelHandle* warmup_kernel = nullptr;
+  // The server's kernels, resolved for each of `devices`
+  // (KernelCatalog::ForCudaDevices): an executor launches the handle of a
+  // job's kernel bound to its own device. Its default kernel is launched
+  // once per stream at start-up (module load, first-launch costs), so the
+  // first request is not slower than the rest and a broken device fails
+  // start-up rather than requests.
+  std::shared_ptr<const KernelCatalog> catalog;
   // Helper threads that copy request tensors into pinned staging, shared by
   // every executor (parallel_copier.h); 0 copies on the worker alone.
   int copy_threads = 2;

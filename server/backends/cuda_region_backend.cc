@@ -13,7 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "backends/cuda_memory.h"
 #include "regions/region_backend.h"
-#include "status_util.h"
+#include "core/status_util.h"
 
 namespace attn::server {
 namespace {
@@ -81,7 +81,7 @@ class CudaRegion final : public RegionMemory {
       : opened_(std::move(opened)), offset_(offset), size_(size), device_(device) {}
   char* data() const override { return opened_->base() + offset_; }
   int64_t size() const override { return size_; }
-  TensorPath path() const override { return TensorPath::kCudaRegion; }
+  bool on_device() const override { return true; }
   int device() const override { return device_; }
 
  private:

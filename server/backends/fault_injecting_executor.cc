@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "observability/log.h"
+#include "core/log.h"
 
 namespace attn::server {
 
@@ -14,10 +14,10 @@ FaultInjectingExecutor::FaultInjectingExecutor(std::unique_ptr<Executor> inner, 
       good_jobs_(good_jobs),
       name_(absl::StrCat(inner_->Name(), " [test fault after ", good_jobs, " jobs]")) {}
 
-absl::Status FaultInjectingExecutor::Run(Job& job) {
+absl::Status FaultInjectingExecutor::RunJob(Job& job) {
   if (!faulted_ && jobs_ < good_jobs_) {
     ++jobs_;
-    return inner_->Run(job);
+    return RunOne(*inner_, job);
   }
   if (!faulted_) {
     faulted_ = true;

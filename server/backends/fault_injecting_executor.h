@@ -16,23 +16,25 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "backends/executor.h"
-#include "backends/worker_fault_spec.h"
+#include "core/executor.h"
+#include "core/worker_fault_spec.h"
 
 namespace attn::server {
 
-class FaultInjectingExecutor : public Executor {
+class FaultInjectingExecutor : public JobByJobExecutor {
  public:
   // `worker` is the wrapped executor's index, for messages.
   FaultInjectingExecutor(std::unique_ptr<Executor> inner, int worker, int64_t good_jobs);
 
   absl::Status BindToThread() override { return inner_->BindToThread(); }
-  absl::Status Run(Job& job) override;
   // The inner executor's name, marked as carrying an injected fault.
   std::string Name() const override { return name_; }
   bool Healthy() const override { return !faulted_ && inner_->Healthy(); }
 
  private:
+  // One at a time, so the fault falls on exactly the job after `good_jobs`.
+  absl::Status RunJob(Job& job) override;
+
   const std::unique_ptr<Executor> inner_;
   const int worker_;
   const int64_t good_jobs_;

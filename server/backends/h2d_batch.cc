@@ -3,7 +3,7 @@
 #include <atomic>
 
 #include "backends/cuda_memory.h"
-#include "observability/log.h"
+#include "core/log.h"
 
 namespace attn::server {
 

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "scheduling/tensor_bytes.h"
+#include "core/tensor_place.h"
 
 namespace attn::server {
 
@@ -28,7 +28,7 @@ struct HeapArena {
     return piece.data() >= base && piece.data() + piece.size() <= base + bytes;
   }
   // How many of `tensor`'s bytes lie in pieces inside the arena.
-  int64_t BytesInside(const TensorBytes& tensor) const {
+  int64_t BytesInside(const TensorSource& tensor) const {
     int64_t inside = 0;
     for (absl::string_view piece : tensor.pieces()) {
       if (Contains(piece)) inside += static_cast<int64_t>(piece.size());

@@ -26,7 +26,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "scheduling/tensor_bytes.h"
+#include "core/tensor_place.h"
 
 namespace attn::server {
 
@@ -35,7 +35,7 @@ class ParallelCopier {
   // What Copy() copies: `count` of `source`'s bytes from byte `offset` on
   // (by default all of them), in order, to `destination`.
   struct Task {
-    const TensorBytes* source;
+    const TensorSource* source;
     char* destination;
     int64_t offset = 0;
     int64_t count = -1;  // -1: to the end of `source`

@@ -2,7 +2,7 @@
 //
 // PinnedOutputPool: one pinned host block per CUDA executor, allocated
 // once, that O and the LSE are copied into from the device and that the
-// front end then sends the response from (an OutputBuffer, scheduling/job.h),
+// front end then sends the response from (an OutputBuffer, core/job.h),
 // so the output is never copied on the host. Each response gets a range
 // sized to its output (first_fit_ranges.h), so small outputs do not each
 // hold a buffer of the largest request's size. A range comes back when
@@ -23,8 +23,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "backends/cuda_memory.h"
-#include "backends/first_fit_ranges.h"
-#include "scheduling/job.h"
+#include "pinned_heap/first_fit_ranges.h"
+#include "core/job.h"
 
 namespace attn::server {
 

@@ -55,33 +55,31 @@ TransportOnlyExecutor::TransportOnlyExecutor(int index,
       nan_bytes_(std::move(nan_bytes)),
       fresh_outputs_(fresh_outputs) {}
 
-absl::Status TransportOnlyExecutor::Run(Job& job) {
+absl::Status TransportOnlyExecutor::RunJob(Job& job) {
   const size_t out = static_cast<size_t>(job.spec.QBytes());
   const size_t lse = job.spec.problem.return_lse ? static_cast<size_t>(job.spec.LseBytes()) : 0;
   // Outputs in system regions get NaN there (CUDA regions are refused at
   // registration on this backend); the rest go into the response.
-  const bool in_region = job.out_place.in_region() || job.lse_place.in_region();
-  const bool lend = job.takes_output_buffer && !in_region;
+  const bool lend = job.MayLendOutputs();
   std::unique_ptr<OutputBuffer> lent;
   if (lend && fresh_outputs_) lent = FreshNaNOutput::Create(out, lse);
   if (lent == nullptr && lend && out <= nan_bytes_->size() && lse <= nan_bytes_->size()) {
     lent = std::make_unique<NaNOutput>(nan_bytes_, out, lse);
   }
-  if (lent != nullptr) {
-    job.output = std::move(lent);
-  } else {
-    if (job.out_place.in_region()) {
-      std::memset(job.out_place.data, kNaNByte, out);
-    } else {
-      job.out->assign(out, kNaNByte);
-    }
-    if (job.lse_place.in_region()) {
-      std::memset(job.lse_place.data, kNaNByte, lse);
-    } else if (job.lse != nullptr) {
-      job.lse->assign(lse, kNaNByte);
-    }
-  }
   job.device = name_;
+  if (lent != nullptr) {
+    job.lent = std::move(lent);
+    return absl::OkStatus();
+  }
+  const auto fill = [](TensorDestination& destination, size_t bytes) {
+    if (destination.in_region()) {
+      std::memset(destination.data, kNaNByte, bytes);
+    } else if (destination.host != nullptr) {
+      destination.host->assign(bytes, kNaNByte);
+    }
+  };
+  fill(job.out, out);
+  if (lse > 0) fill(job.lse, lse);
   return absl::OkStatus();
 }
 

@@ -11,8 +11,9 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
-#include "backends/executor.h"
+#include "core/executor.h"
 
 namespace attn::server {
 
@@ -20,7 +21,7 @@ namespace attn::server {
 inline constexpr char kTransportOnlyBackendName[] =
     "transport_only (measurement mode: no attention computed, outputs are NaN)";
 
-class TransportOnlyExecutor : public Executor {
+class TransportOnlyExecutor : public JobByJobExecutor {
  public:
   // `nan_bytes`: at least the largest output (or LSE) a request may have,
   // every byte 0xff, shared by the executors. With `fresh_outputs` each
@@ -31,10 +32,11 @@ class TransportOnlyExecutor : public Executor {
   // sending it reads bytes the CPU's caches keep.
   TransportOnlyExecutor(int index, std::shared_ptr<const std::string> nan_bytes,
                         bool fresh_outputs);
-  absl::Status Run(Job& job) override;
   std::string Name() const override { return name_; }
 
  private:
+  absl::Status RunJob(Job& job) override;
+
   const std::string name_;
   const std::shared_ptr<const std::string> nan_bytes_;
   const bool fresh_outputs_;

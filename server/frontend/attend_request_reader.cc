@@ -23,7 +23,7 @@ bool AttendRequestReader::Parse(const grpc::ByteBuffer& bytes) {
   std::vector<std::vector<absl::string_view>> pieces;
   std::string header_bytes;
   if (!wire::SplitSlicedMessage(slices_, kTensorFields, &pieces, &header_bytes)) return false;
-  TensorBytes* targets[] = {&q_, &k_, &v_};
+  TensorSource* targets[] = {&q_, &k_, &v_};
   for (size_t i = 0; i < pieces.size(); ++i) {
     for (absl::string_view piece : pieces[i]) targets[i]->Append(piece);
   }

@@ -1,7 +1,7 @@
 // server/frontend/attend_request_reader.h
 //
 // Reads a serialized attnserve.v1.AttendRequest from the grpc::ByteBuffer
-// it arrived in without copying its tensors: q, k and v become TensorBytes
+// it arrived in without copying its tensors: q, k and v become TensorSource
 // views of the buffer's slices (which this object holds a reference to), and
 // every other field is copied as it came and parsed by the generated parser
 // into `header` (an AttendRequest whose q, k and v are empty). The executor
@@ -25,7 +25,7 @@
 #include "attnserve/v1/attention.pb.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
-#include "scheduling/tensor_bytes.h"
+#include "core/tensor_place.h"
 
 namespace attn::server {
 
@@ -37,9 +37,9 @@ class AttendRequestReader {
   bool Parse(const grpc::ByteBuffer& bytes);
 
   const attnserve::v1::AttendRequest& header() const { return header_; }
-  const TensorBytes& q() const { return q_; }
-  const TensorBytes& k() const { return k_; }
-  const TensorBytes& v() const { return v_; }
+  const TensorSource& q() const { return q_; }
+  const TensorSource& k() const { return k_; }
+  const TensorSource& v() const { return v_; }
 
   // Drops the views and the slices (the request's memory goes back to gRPC).
   void Release();
@@ -47,7 +47,7 @@ class AttendRequestReader {
  private:
   std::vector<grpc::Slice> slices_;
   attnserve::v1::AttendRequest header_;
-  TensorBytes q_, k_, v_;
+  TensorSource q_, k_, v_;
 };
 
 }  // namespace attn::server

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "observability/request_log.h"
-#include "status_util.h"
+#include "frontend/request_log.h"
+#include "core/status_util.h"
+#include "frontend/make_job.h"
+#include "frontend/peer_identity.h"
 #include "frontend/region_refs.h"
 #include "frontend/tensor_codec.h"
 
@@ -30,15 +33,17 @@ AttendStreamReactor::~AttendStreamReactor() {
   // First: after this the watchdog never calls Expire again.
   runtime_->stream_watchdog().Remove(&watch_);
   ReleaseInputs();
-  runtime_->stream_budget().Release(output_reserved_);
-  runtime_->admitted_budget().Release(admitted_reserved_);
+  ticket_.Release();
   gate_->Leave();
 }
 
 void AttendStreamReactor::ReleaseInputs() {
   inputs_.Release();
-  runtime_->stream_budget().Release(input_reserved_);
-  input_reserved_ = 0;
+  if (spec_.has_value()) runtime_->admission().ReleaseStreamInputs(ticket_, spec_->InputBytes());
+}
+
+std::string AttendStreamReactor::Describe() const {
+  return absl::StrCat("q, k, v and the outputs of problem ", spec_->problem.ToString());
 }
 
 void AttendStreamReactor::Expire(StreamWatchdog::Reason reason, absl::Duration limit) {
@@ -71,10 +76,7 @@ void AttendStreamReactor::Expire(StreamWatchdog::Reason reason, absl::Duration l
     }
     // The buffers go back now, not when gRPC gets round to OnDone.
     ReleaseInputs();
-    runtime_->stream_budget().Release(output_reserved_);
-    output_reserved_ = 0;
-    runtime_->admitted_budget().Release(admitted_reserved_);
-    admitted_reserved_ = 0;
+    ticket_.Release();
     Fail(status, reason == StreamWatchdog::Reason::kDrain ? FailureKind::kDrain
                                                           : FailureKind::kUploadTimeout);
   } else if (phase == StreamWatchdog::Phase::kSend && send_expired_.ok()) {
@@ -115,7 +117,11 @@ void AttendStreamReactor::OnReadDone(bool ok) {
                  : absl::InvalidArgumentError(
                        "the first AttendStream message must be a header; got a chunk");
   } else if (request_.has_chunk()) {
-    status = inputs_.Add(request_.chunk());
+    // The reservation follows the bytes that arrive (admission.h).
+    status = inputs_.Add(request_.chunk(), [this](int64_t received) {
+      return runtime_->admission().GrowStream(ticket_, received, spec_->InputBytes(), Describe());
+    });
+    if (status.code() == absl::StatusCode::kResourceExhausted) kind = FailureKind::kOverBudget;
   } else if (request_.has_header()) {
     status = absl::InvalidArgumentError("AttendStream got a second header; send it only once");
   } else {
@@ -143,29 +149,15 @@ absl::Status AttendStreamReactor::OnHeader(const pb::AttendRequest& header, Fail
         "regions need no stream: use Attend");
   }
   RETURN_IF_ERROR(StreamInputs::CheckHeaderHasNoTensors(header));
-  const int64_t input_bytes = spec->InputBytes();
-  const int64_t output_bytes = spec->OutputBytes();
-  const int64_t call_bytes = input_bytes + output_bytes;
-  ByteBudget& admitted = runtime_->admitted_budget();
-  if (!admitted.TryReserve(call_bytes)) {
+  // The first window of the upload (admission.h); the rest as it arrives.
+  absl::StatusOr<AdmissionTicket> ticket = runtime_->admission().AdmitStream(
+      PeerOf(*context_), spec->InputBytes(), spec->OutputBytes(),
+      absl::StrCat("q, k, v and the outputs of problem ", spec->problem.ToString()));
+  if (!ticket.ok()) {
     *kind = FailureKind::kOverBudget;
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "AttendStream needs %d bytes (q, k, v and the outputs of problem %s); %d of %d are held "
-        "by admitted calls (--max_admitted_bytes); retry later",
-        call_bytes, spec->problem.ToString(), admitted.used(), admitted.limit()));
+    return ticket.status();
   }
-  ByteBudget& budget = runtime_->stream_budget();
-  if (!budget.TryReserve(call_bytes)) {
-    admitted.Release(call_bytes);
-    *kind = FailureKind::kOverBudget;
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "AttendStream needs %d bytes of buffers (q, k, v and the outputs of problem %s); %d of "
-        "%d are held by other calls (--max_stream_buffer_bytes); retry later",
-        call_bytes, spec->problem.ToString(), budget.used(), budget.limit()));
-  }
-  admitted_reserved_ = call_bytes;
-  input_reserved_ = input_bytes;
-  output_reserved_ = output_bytes;
+  ticket_ = *std::move(ticket);
   spec_ = *std::move(spec);
   inputs_.Start(*spec_);
   header_decoded_ = absl::Now();
@@ -183,22 +175,23 @@ void AttendStreamReactor::OnInputComplete() {
     Fail(complete, FailureKind::kOther);
     return;
   }
+  if (absl::Status outputs = runtime_->admission().AdmitStreamOutputs(
+          ticket_, spec_->InputBytes(), spec_->OutputBytes(), Describe());
+      !outputs.ok()) {
+    Fail(outputs, FailureKind::kOverBudget);
+    return;
+  }
   times_.receive_ns = ToNanos(absl::Now() - header_decoded_);
 
-  auto job = std::make_unique<Job>();
-  job->spec = *spec_;
-  job->q = inputs_.View(InputTensor::kQ);
-  job->k = inputs_.View(InputTensor::kK);
-  job->v = inputs_.View(InputTensor::kV);
-  job->out = &out_;
-  if (spec_->problem.return_lse) job->lse = &lse_;
-  job->arrival = arrival_;
-  job->deadline = absl::FromChrono(context_->deadline());
-  job->cancelled = &cancelled_;
+  std::unique_ptr<Job> job = MakeJob(
+      *spec_,
+      {inputs_.View(InputTensor::kQ), inputs_.View(InputTensor::kK), inputs_.View(InputTensor::kV),
+       TensorDestination::Host(&out_), TensorDestination::Host(&lse_)},
+      arrival_, *context_, &cancelled_,
+      [this](std::unique_ptr<Job> done_job, absl::Status status) {
+        OnJobDone(std::move(done_job), std::move(status));
+      });
   job->times = times_;
-  job->done = [this](std::unique_ptr<Job> done_job, absl::Status status) {
-    OnJobDone(std::move(done_job), std::move(status));
-  };
   // Queued or running: bounded by the scheduler and the deadline.
   watch_.SetPhase(StreamWatchdog::Phase::kCompute);
   absl::Status submitted = runtime_->scheduler().Submit(job);
@@ -214,11 +207,10 @@ void AttendStreamReactor::OnJobDone(std::unique_ptr<Job> job, absl::Status statu
     FailEnded(status);
     return;
   }
+  job->times.total_ns = ToNanos(absl::Now() - arrival_);
   times_ = job->times;
-  times_.total_ns = ToNanos(absl::Now() - arrival_);
-  device_ = std::move(job->device);
-  EncodeResponseHeader(*spec_, times_, runtime_->backend_name(), device_,
-                       response_.mutable_header());
+  device_ = job->device;
+  EncodeResponseHeader(*job, runtime_->backend_name(), response_.mutable_header());
   out_sent_ = 0;
   lse_sent_ = 0;
   watch_.SetPhase(StreamWatchdog::Phase::kSend);

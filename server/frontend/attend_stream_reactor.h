@@ -1,12 +1,14 @@
 // server/frontend/attend_stream_reactor.h
 //
 // AttendStreamReactor: one AttendStream call (see the proto for the
-// protocol). It checks the header as soon as it arrives, reserves the call's
-// buffers (q, k and v at their own sizes, the output and the LSE) from the
-// server's stream budget, and checks every chunk as it arrives: in order per
-// tensor, never past the tensor's size (StreamInputs, stream_inputs.h). So a
-// call never holds more than its problem needs, and all calls together never
-// more than --max_stream_buffer_bytes. When the client half-closes with q, k
+// protocol). It checks the header as soon as it arrives and checks every
+// chunk as it arrives: in order per tensor, never past the tensor's size
+// (StreamInputs, stream_inputs.h). Its bytes are admitted as they arrive
+// (scheduling/admission.h): the header reserves a first window of the
+// upload, each chunk keeps the reservation a window ahead, the outputs are
+// reserved once the upload is complete. So a call never holds more than its
+// problem needs, one that sends only a header holds one window, and all
+// calls together never more than --max_stream_buffer_bytes. When the client half-closes with q, k
 // and v complete, the job goes to the scheduler; the output goes back as a
 // header and in-order chunks (TENSOR_OUT, then TENSOR_LSE with return_lse).
 //
@@ -16,8 +18,8 @@
 // The call's buffers are held only for a bounded time: the StreamWatchdog
 // ends an upload that stalls (--stream_idle_timeout_s) or takes too long
 // (--stream_upload_timeout_s), one that is idle when the server drains, and
-// a call whose client stops taking output chunks. The header's reservation
-// also counts in the server-wide --max_admitted_bytes.
+// a call whose client stops taking output chunks. Its reservations also
+// count in the server-wide --max_admitted_bytes.
 #ifndef ATTN_SERVER_ATTEND_STREAM_REACTOR_H_
 #define ATTN_SERVER_ATTEND_STREAM_REACTOR_H_
 
@@ -33,9 +35,9 @@
 #include "attnserve/v1/attention.grpc.pb.h"
 #include "frontend/call_gate.h"
 #include "frontend/stream_inputs.h"
-#include "scheduling/job.h"
+#include "core/job.h"
 #include "limits/stream_watchdog.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 #include "observability/stats.h"
 
 namespace attn::server {
@@ -65,7 +67,10 @@ class AttendStreamReactor final
   void OnJobDone(std::unique_ptr<Job> job, absl::Status status);
   void WriteNextChunk();
   void Fail(const absl::Status& status, FailureKind kind);
+  // The input buffers and their stream-budget bytes go back.
   void ReleaseInputs();
+  // What the call's bytes are for, in admission's refusals.
+  std::string Describe() const;
   // CANCELLED/DEADLINE_EXCEEDED with who ended the call.
   void FailEnded(const absl::Status& status);
   // StreamWatchdog::Target: a timeout passed (see the file comment).
@@ -84,9 +89,7 @@ class AttendStreamReactor final
   StreamInputs inputs_;              // q, k, v as received so far
   std::string out_;
   std::string lse_;              // with return_lse
-  int64_t input_reserved_ = 0;   // stream budget held for inputs_
-  int64_t output_reserved_ = 0;  // and for out_ and lse_
-  int64_t admitted_reserved_ = 0;  // --max_admitted_bytes held by this call
+  AdmissionTicket ticket_;  // the call's bytes of both budgets (admission.h)
   int64_t out_sent_ = 0;
   int64_t lse_sent_ = 0;
   PhaseTimes times_;

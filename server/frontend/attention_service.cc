@@ -4,17 +4,21 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/proto_buffer_writer.h"
 #include "frontend/attend_request_reader.h"
 #include "frontend/attend_stream_reactor.h"
+#include "frontend/make_job.h"
+#include "frontend/peer_identity.h"
 #include "frontend/region_refs.h"
 #include "frontend/region_service.h"
 #include "frontend/response_writer.h"
-#include "observability/request_log.h"
-#include "status_util.h"
+#include "frontend/server_info.h"
+#include "frontend/request_log.h"
+#include "core/status_util.h"
 #include "frontend/tensor_codec.h"
 
 namespace attn::server {
@@ -56,6 +60,14 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
     if (!reader_.Parse(*request_bytes_)) {
       reader_.Release();
       request_id_ = runtime_->NextRequestId();
+      // A call that ended while its request was arriving leaves it
+      // truncated: who ended it, not the bytes, is what it failed of.
+      if (context_->IsCancelled() || absl::Now() >= absl::FromChrono(context_->deadline())) {
+        FailEnded(absl::CancelledError(
+                      absl::StrFormat("the call ended after %d bytes of its request", body_bytes)),
+                  nullptr);
+        return;
+      }
       Fail(absl::InvalidArgumentError(absl::StrFormat(
                "the request body (%d bytes) is not a valid attnserve.v1.AttendRequest: protobuf "
                "parsing failed (malformed or truncated field, wrong wire type, or a string "
@@ -79,52 +91,44 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
       return;
     }
     spec->request_id = request_id_;
-    auto job = std::make_unique<Job>();
-    job->q = reader_.q();
-    job->k = reader_.k();
-    job->v = reader_.v();
+    // The outputs go into the response, which may be sent from an
+    // executor's buffer, unless the request names regions for them.
+    std::unique_ptr<Job> job = MakeJob(
+        *std::move(spec),
+        {reader_.q(), reader_.k(), reader_.v(),
+         TensorDestination::Response(response_->mutable_out()),
+         TensorDestination::Response(response_->mutable_lse())},
+        arrival_, *context_, &cancelled_,
+        [this](std::unique_ptr<Job> done_job, absl::Status status) {
+          OnJobDone(std::move(done_job), std::move(status));
+        });
     // Tensors in shared-memory regions: the job reads and writes them there,
     // and this call holds the regions until its job is done.
     if (absl::Status refs = ResolveRegionRefs(reader_.header(), inline_bytes, runtime_->regions(),
-                                              &*spec, job.get(), &regions_);
+                                              job->spec, job.get(), &regions_);
         !refs.ok()) {
-      Fail(refs, FailureKind::kOther, &*spec);
+      Fail(refs, FailureKind::kOther, &job->spec, job.get());
       return;
     }
     // Inputs and outputs in the messages count against the server-wide
     // admitted bytes until the response has been sent (those in regions take
     // no server memory).
-    const int64_t call_bytes = spec->InlineInputBytes() + spec->InlineOutputBytes();
-    ByteBudget& admitted = runtime_->admitted_budget();
-    if (!admitted.TryReserve(call_bytes)) {
-      Fail(absl::ResourceExhaustedError(absl::StrFormat(
-               "Attend needs %d bytes (q, k, v and the outputs of problem %s); %d of %d are held "
-               "by admitted calls (--max_admitted_bytes); retry later",
-               call_bytes, spec->problem.ToString(), admitted.used(), admitted.limit())),
-           FailureKind::kOverBudget, &*spec);
+    absl::StatusOr<AdmissionTicket> ticket = runtime_->admission().AdmitCall(
+        PeerOf(*context_), job->MessageInputBytes() + job->MessageOutputBytes(), "Attend",
+        absl::StrCat("q, k, v and the outputs of problem ", job->spec.problem.ToString()));
+    if (!ticket.ok()) {
+      Fail(ticket.status(), FailureKind::kOverBudget, &job->spec, job.get());
       return;
     }
-    admitted_reserved_ = call_bytes;
-
-    job->spec = *std::move(spec);
-    job->out = response_->mutable_out();
-    // O is sent from an executor's buffer unless it goes to a region.
-    job->takes_output_buffer = !job->out_place.in_region();
-    if (job->spec.problem.return_lse) job->lse = response_->mutable_lse();
-    job->arrival = arrival_;
-    job->deadline = absl::FromChrono(context_->deadline());
-    job->cancelled = &cancelled_;
-    job->done = [this](std::unique_ptr<Job> done_job, absl::Status status) {
-      OnJobDone(std::move(done_job), std::move(status));
-    };
+    ticket_ = *std::move(ticket);
     job->times.decode_ns = ToNanos(absl::Now() - arrival_);
     // From here on `this` may finish on a worker at any moment.
     absl::Status submitted = runtime_->scheduler().Submit(job);
-    if (!submitted.ok()) FailEnded(submitted, &job->spec);
+    if (!submitted.ok()) FailEnded(submitted, job.get());
   }
 
   ~AttendReactor() override {
-    runtime_->admitted_budget().Release(admitted_reserved_);
+    ticket_.Release();
     gate_->Leave();
   }
   void OnCancel() override { cancelled_.store(true, std::memory_order_release); }
@@ -141,14 +145,14 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
     reader_.Release();
     regions_ = RegionHolds();
     if (!status.ok()) {
-      FailEnded(status, &job->spec);
+      FailEnded(status, job.get());
       return;
     }
     job->times.total_ns = ToNanos(absl::Now() - arrival_);
-    EncodeResponseHeader(job->spec, job->times, runtime_->backend_name(), job->device, response_);
-    if (job->output != nullptr) {
+    EncodeResponseHeader(*job, runtime_->backend_name(), response_);
+    if (job->lent != nullptr) {
       // Sent from the executor's memory, not copied (response_writer.h).
-      grpc::ByteBuffer lent = SerializeWithLentOutput(response_message_, std::move(job->output));
+      grpc::ByteBuffer lent = SerializeWithLentOutput(response_message_, std::move(job->lent));
       response_bytes_->Swap(&lent);
     } else {
       // Serialized once, into the call's response bytes; the message's own
@@ -160,27 +164,30 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
       if (!serialized.ok()) {
         Fail(absl::InternalError("cannot serialize the AttendResponse: " +
                                  serialized.error_message()),
-             FailureKind::kOther, &job->spec);
+             FailureKind::kOther, &job->spec, job.get());
         return;
       }
     }
     RecordOutcome(*runtime_, {"Attend", request_id_, &job->spec, absl::OkStatus(),
-                              FailureKind::kOther, job->times, job->device});
+                              FailureKind::kOther, job->times, job->device, job.get()});
     Finish(grpc::Status::OK);
   }
 
   // CANCELLED/DEADLINE_EXCEEDED with who ended the call.
-  void FailEnded(const absl::Status& status, const RequestSpec* spec) {
+  // `job` as far as the call got (null before it had one).
+  void FailEnded(const absl::Status& status, const Job* job) {
     FailureKind kind = FailureKind::kOther;
     const absl::Status ended =
         AttributeEnd(*runtime_, status, absl::FromChrono(context_->deadline()), &kind);
-    Fail(ended, kind, spec);
+    Fail(ended, kind, job != nullptr ? &job->spec : nullptr, job);
   }
 
-  void Fail(const absl::Status& status, FailureKind kind, const RequestSpec* spec) {
+  // `spec` and `job` as far as the call got (null before).
+  void Fail(const absl::Status& status, FailureKind kind, const RequestSpec* spec,
+            const Job* job = nullptr) {
     PhaseTimes times;
     times.total_ns = ToNanos(absl::Now() - arrival_);
-    RecordOutcome(*runtime_, {"Attend", request_id_, spec, status, kind, times, ""});
+    RecordOutcome(*runtime_, {"Attend", request_id_, spec, status, kind, times, "", job});
     Finish(ToGrpcStatus(status));
   }
 
@@ -195,7 +202,7 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
   pb::AttendResponse* const response_;
   const absl::Time arrival_;
   std::string request_id_;
-  int64_t admitted_reserved_ = 0;
+  AdmissionTicket ticket_;  // the call's bytes, until the response has been sent
   std::atomic<bool> cancelled_{false};
 };
 
@@ -284,7 +291,7 @@ grpc::ServerUnaryReactor* AttentionService::ListKernels(grpc::CallbackServerCont
   if (rt == nullptr) {
     reactor->Finish(Starting());
   } else {
-    rt->FillKernels(response);
+    FillKernels(rt->catalog(), response);
     reactor->Finish(grpc::Status::OK);
   }
   return reactor;
@@ -298,7 +305,7 @@ grpc::ServerUnaryReactor* AttentionService::GetServerInfo(grpc::CallbackServerCo
   if (rt == nullptr) {
     reactor->Finish(Starting());
   } else {
-    rt->FillServerInfo(response);
+    FillServerInfo(*rt, response);
     reactor->Finish(grpc::Status::OK);
   }
   return reactor;
@@ -312,7 +319,7 @@ grpc::ServerUnaryReactor* AttentionService::GetStats(grpc::CallbackServerContext
   if (rt == nullptr) {
     reactor->Finish(Starting());
   } else {
-    rt->FillStats(response);
+    FillStats(*rt, response);
     reactor->Finish(grpc::Status::OK);
   }
   return reactor;

@@ -16,7 +16,7 @@
 
 #include "attnserve/v1/attention.grpc.pb.h"
 #include "frontend/call_gate.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 namespace attn::server {
 

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "frontend/tensor_codec.h"
-#include "status_util.h"
+#include "core/status_util.h"
 
 namespace attn::server {
 namespace {
@@ -54,7 +54,7 @@ bool Overlap(const Ref& a, const Ref& b) {
   return a0 < b1 && b0 < a1;
 }
 
-TensorPath PathOf(const Ref& r) { return r.region->memory().path(); }
+bool OnDevice(const Ref& r) { return r.region->memory().on_device(); }
 
 char* AddressOf(const Ref& r) { return r.region->memory().data() + r.ref->offset(); }
 
@@ -67,7 +67,7 @@ bool HasRegionRefs(const pb::AttendRequest& request) {
 
 absl::Status ResolveRegionRefs(const pb::AttendRequest& request,
                                const std::array<int64_t, 3>& inline_bytes,
-                               const RegionRegistry* registry, RequestSpec* spec, Job* job,
+                               const RegionRegistry* registry, const RequestSpec& spec, Job* job,
                                RegionHolds* holds) {
   if (!HasRegionRefs(request)) return absl::OkStatus();
   if (registry == nullptr) {
@@ -86,16 +86,16 @@ absl::Status ResolveRegionRefs(const pb::AttendRequest& request,
           input_names[i]));
     }
   }
-  if (request.has_lse_ref() && !spec->problem.return_lse) {
+  if (request.has_lse_ref() && !spec.problem.return_lse) {
     return absl::InvalidArgumentError("lse_ref is set but return_lse is false");
   }
   std::vector<Ref> refs = {
-      {"q_ref", input_refs[0], spec->QBytes(), &holds->q, false},
-      {"k_ref", input_refs[1], spec->KVBytes(), &holds->k, false},
-      {"v_ref", input_refs[2], spec->KVBytes(), &holds->v, false},
-      {"out_ref", request.has_out_ref() ? &request.out_ref() : nullptr, spec->QBytes(),
+      {"q_ref", input_refs[0], spec.QBytes(), &holds->q, false},
+      {"k_ref", input_refs[1], spec.KVBytes(), &holds->k, false},
+      {"v_ref", input_refs[2], spec.KVBytes(), &holds->v, false},
+      {"out_ref", request.has_out_ref() ? &request.out_ref() : nullptr, spec.QBytes(),
        &holds->out, true},
-      {"lse_ref", request.has_lse_ref() ? &request.lse_ref() : nullptr, spec->LseBytes(),
+      {"lse_ref", request.has_lse_ref() ? &request.lse_ref() : nullptr, spec.LseBytes(),
        &holds->lse, true},
   };
   for (Ref& r : refs) {
@@ -127,22 +127,20 @@ absl::Status ResolveRegionRefs(const pb::AttendRequest& request,
       }
     }
   }
-  TensorBytes* inputs[3] = {&job->q, &job->k, &job->v};
-  TensorPath* input_paths[3] = {&spec->paths.q, &spec->paths.k, &spec->paths.v};
+  TensorSource* inputs[3] = {&job->q, &job->k, &job->v};
   for (int i = 0; i < 3; ++i) {
     if (refs[i].ref == nullptr) continue;
-    const TensorPath path = PathOf(refs[i]);
-    *input_paths[i] = path;
-    *inputs[i] = TensorBytes::InRegion(
-        absl::string_view(AddressOf(refs[i]), static_cast<size_t>(refs[i].needed)), path);
+    *inputs[i] = TensorSource::InRegion(
+        absl::string_view(AddressOf(refs[i]), static_cast<size_t>(refs[i].needed)),
+        OnDevice(refs[i]) ? SourceKind::kDeviceRegion : SourceKind::kSystemRegion);
   }
-  if (refs[3].ref != nullptr) {
-    spec->paths.out = PathOf(refs[3]);
-    job->out_place = {spec->paths.out, AddressOf(refs[3])};
-  }
-  if (refs[4].ref != nullptr) {
-    spec->paths.lse = PathOf(refs[4]);
-    job->lse_place = {spec->paths.lse, AddressOf(refs[4])};
+  TensorDestination* outputs[2] = {&job->out, &job->lse};
+  for (int o = 0; o < 2; ++o) {
+    const Ref& r = refs[3 + o];
+    if (r.ref == nullptr) continue;
+    *outputs[o] = TensorDestination::InRegion(
+        OnDevice(r) ? DestinationKind::kDeviceRegion : DestinationKind::kSystemRegion,
+        AddressOf(r));
   }
   return absl::OkStatus();
 }

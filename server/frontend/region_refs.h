@@ -22,7 +22,7 @@
 #include "attnserve/v1/attention.pb.h"
 #include "regions/region.h"
 #include "regions/region_registry.h"
-#include "scheduling/job.h"
+#include "core/job.h"
 
 namespace attn::server {
 
@@ -34,13 +34,13 @@ struct RegionHolds {
 bool HasRegionRefs(const attnserve::v1::AttendRequest& request);
 
 // For each reference of `request`: checks it against `spec` (decoded from
-// the same request) and `registry` (null: shared memory is off), sets
-// spec.paths, points job->{q,k,v} at the region's bytes and
-// job->{out,lse}_place at where the outputs go, and holds the region in
-// *holds. `inline_bytes` are the sizes of the inline q, k, v.
+// the same request) and `registry` (null: shared memory is off), points
+// job->{q,k,v} (sources) and job->{out,lse} (destinations) at the region's
+// bytes, and holds the region in *holds. `inline_bytes` are the sizes of
+// the inline q, k, v.
 absl::Status ResolveRegionRefs(const attnserve::v1::AttendRequest& request,
                                const std::array<int64_t, 3>& inline_bytes,
-                               const RegionRegistry* registry, RequestSpec* spec, Job* job,
+                               const RegionRegistry* registry, const RequestSpec& spec, Job* job,
                                RegionHolds* holds);
 
 }  // namespace attn::server

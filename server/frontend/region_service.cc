@@ -7,10 +7,10 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
-#include "observability/log.h"
+#include "core/log.h"
 #include "regions/system_region.h"
 #include "security/same_host.h"
-#include "status_util.h"
+#include "core/status_util.h"
 
 namespace attn::server {
 namespace {
@@ -136,18 +136,46 @@ absl::Status CheckName(const std::string& name) {
   return absl::OkStatus();
 }
 
+// The wire's description of `region`, with the requests using it now.
+void ToProto(const Region& region, pb::RegionInfo* proto) {
+  const RegionRegistration& info = region.info();
+  proto->set_name(info.name);
+  proto->set_region_id(info.region_id);
+  switch (info.kind) {
+    case RegionRegistration::Kind::kSystem: {
+      pb::SystemRegion* system = proto->mutable_system();
+      system->set_shm_name(info.shm_name);
+      system->set_offset(info.offset);
+      system->set_byte_size(info.byte_size);
+      break;
+    }
+    case RegionRegistration::Kind::kCuda: {
+      pb::CudaRegion* cuda = proto->mutable_cuda();
+      cuda->set_ipc_handle(info.ipc_handle);
+      cuda->set_device_ordinal(info.device);
+      cuda->set_offset(info.offset);
+      cuda->set_byte_size(info.byte_size);
+      break;
+    }
+  }
+  proto->set_requests_using(region.uses());
+}
+
 absl::StatusOr<std::shared_ptr<Region>> Register(Runtime* runtime,
                                                  const pb::RegisterRegionRequest& request) {
   RETURN_IF_ERROR(CheckName(request.name()));
-  pb::RegionInfo info;
-  info.set_name(request.name());
+  RegionRegistration info;
+  info.name = request.name();
   std::string description;
   RegionBackend& backend = runtime->region_backend();
   RegionRegistry& registry = *runtime->regions();
   switch (request.kind_case()) {
     case pb::RegisterRegionRequest::kSystem: {
       const pb::SystemRegion& system = request.system();
-      *info.mutable_system() = system;
+      info.kind = RegionRegistration::Kind::kSystem;
+      info.shm_name = system.shm_name();
+      info.offset = system.offset();
+      info.byte_size = system.byte_size();
       description = absl::StrFormat("system '%s' [%d, %d)", system.shm_name(), system.offset(),
                                     system.offset() + system.byte_size());
       return registry.Register(request.lease_id(), std::move(info), description, [&]() {
@@ -162,7 +190,11 @@ absl::StatusOr<std::shared_ptr<Region>> Register(Runtime* runtime,
             "region)",
             runtime->backend_name()));
       }
-      *info.mutable_cuda() = cuda;
+      info.kind = RegionRegistration::Kind::kCuda;
+      info.ipc_handle = cuda.ipc_handle();
+      info.device = cuda.device_ordinal();
+      info.offset = cuda.offset();
+      info.byte_size = cuda.byte_size();
       description = absl::StrFormat("cuda:%d [%d, %d)", cuda.device_ordinal(), cuda.offset(),
                                     cuda.offset() + cuda.byte_size());
       return registry.Register(request.lease_id(), std::move(info), description, [&]() {
@@ -197,7 +229,7 @@ grpc::ServerUnaryReactor* RegisterRegion(Runtime* runtime, grpc::CallbackServerC
     return Finished(context, region.status());
   }
   LOGF(kInfo, "region '%s' registered: %s", (*region)->name(), (*region)->description());
-  *response->mutable_region() = (*region)->info();
+  ToProto(**region, response->mutable_region());
   return Finished(context, absl::OkStatus());
 }
 
@@ -224,9 +256,7 @@ grpc::ServerUnaryReactor* ListRegions(Runtime* runtime, grpc::CallbackServerCont
   auto regions = runtime->regions()->List(request->lease_id());
   if (!regions.ok()) return Finished(context, regions.status());
   for (const auto& region : *regions) {
-    pb::RegionInfo* info = response->add_regions();
-    *info = region->info();
-    info->set_requests_using(region->uses());
+    ToProto(*region, response->add_regions());
   }
   return Finished(context, absl::OkStatus());
 }

@@ -13,7 +13,7 @@
 #define ATTN_SERVER_FRONTEND_REGION_SERVICE_H_
 
 #include "attnserve/v1/attention.grpc.pb.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 namespace attn::server {
 

@@ -1,7 +1,7 @@
 // server/frontend/response_writer.h
 //
 // The serialized AttendResponse of a job whose output an executor lent
-// (scheduling/job.h OutputBuffer): the small fields are serialized into one
+// (core/job.h OutputBuffer): the small fields are serialized into one
 // slice, and `out` and `lse` are slices that point at the lent memory, so
 // gRPC writes the tensor bytes to the socket from where the GPU copied them,
 // with no copy into the message. The last slice to be freed destroys the
@@ -17,7 +17,7 @@
 
 #include "attnserve/v1/attention.pb.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "scheduling/job.h"
+#include "core/job.h"
 
 namespace attn::server {
 

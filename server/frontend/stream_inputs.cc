@@ -1,5 +1,7 @@
 #include "frontend/stream_inputs.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 
 namespace attn::server {
@@ -26,13 +28,17 @@ absl::Status StreamInputs::CheckHeaderHasNoTensors(const pb::AttendRequest& head
 
 void StreamInputs::Start(const RequestSpec& spec) {
   spec_ = &spec;
-  for (int i = 0; i < 3; ++i) {
-    inputs_[i].clear();
-    inputs_[i].reserve(static_cast<size_t>(InputBytes(spec, kInputs[i])));
-  }
+  for (std::string& input : inputs_) input.clear();
 }
 
-absl::Status StreamInputs::Add(const pb::TensorChunk& chunk) {
+int64_t StreamInputs::total_received() const {
+  int64_t total = 0;
+  for (const std::string& input : inputs_) total += static_cast<int64_t>(input.size());
+  return total;
+}
+
+absl::Status StreamInputs::Add(const pb::TensorChunk& chunk,
+                               absl::FunctionRef<absl::Status(int64_t received)> reserve) {
   int index = -1;
   switch (chunk.tensor()) {
     case pb::TENSOR_Q:
@@ -66,6 +72,14 @@ absl::Status StreamInputs::Add(const pb::TensorChunk& chunk) {
         "chunk of %s at offset %d has %d bytes, past the end of %s: shape %s in %s needs %d", name,
         chunk.offset(), size, name, InputShapeText(*spec_, kInputs[index]),
         DTypeName(spec_->dtype), needed));
+  }
+  if (absl::Status reserved = reserve(total_received() + size); !reserved.ok()) return reserved;
+  // Room grows with what arrives (doubling, at most the tensor's size), not
+  // all at once at the header.
+  if (input.capacity() < static_cast<size_t>(received + size)) {
+    input.reserve(static_cast<size_t>(
+        std::min(needed, std::max<int64_t>(2 * static_cast<int64_t>(input.capacity()),
+                                           received + size))));
   }
   input.append(chunk.data());
   return absl::OkStatus();

@@ -15,11 +15,12 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "attnserve/v1/attention.pb.h"
 #include "frontend/tensor_codec.h"
-#include "scheduling/job.h"
-#include "scheduling/tensor_bytes.h"
+#include "core/job.h"
+#include "core/tensor_place.h"
 
 namespace attn::server {
 
@@ -30,14 +31,19 @@ class StreamInputs {
   static absl::Status CheckHeaderHasNoTensors(const attnserve::v1::AttendRequest& header);
 
   // Expects the inputs `spec` describes (`spec` must outlive this object,
-  // or the next Start) and reserves their capacity: chunks append in order,
-  // so nothing is zero-filled.
+  // or the next Start). Chunks append in order, so nothing is zero-filled;
+  // memory grows with what arrives.
   void Start(const RequestSpec& spec);
   bool started() const { return spec_ != nullptr; }
 
   // Appends `chunk` to its tensor, or refuses it (nothing is appended).
+  // A chunk that passes the checks is appended only if `reserve` (told the
+  // bytes of all three tensors with it) agrees; its refusal is returned.
   // Needs Start().
-  absl::Status Add(const attnserve::v1::TensorChunk& chunk);
+  absl::Status Add(const attnserve::v1::TensorChunk& chunk,
+                   absl::FunctionRef<absl::Status(int64_t received)> reserve);
+  // Bytes of q, k and v received so far.
+  int64_t total_received() const;
 
   // OK once q, k and v all have the bytes the spec needs; otherwise names
   // the first that does not. Needs Start().
@@ -51,8 +57,8 @@ class StreamInputs {
     return static_cast<int64_t>(inputs_[static_cast<int>(tensor)].size());
   }
   // The bytes received so far; valid until Release() or the next Add().
-  TensorBytes View(InputTensor tensor) const {
-    return TensorBytes(inputs_[static_cast<int>(tensor)]);
+  TensorSource View(InputTensor tensor) const {
+    return TensorSource(inputs_[static_cast<int>(tensor)]);
   }
 
   // Frees the buffers (their memory, not only their contents).

@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "attn/validate.h"
-#include "status_util.h"
+#include "core/status_util.h"
 
 namespace attn::server {
 namespace {
@@ -296,13 +296,26 @@ void ToProto(const AttentionProblem& problem, pb::TensorShape* proto) {
   proto->set_kv_num_heads(problem.heads_kv != problem.heads_q ? problem.heads_kv : 0);
 }
 
-pb::TensorPath ToProto(TensorPath path) {
-  switch (path) {
-    case TensorPath::kInline:
+pb::TensorPath ToProto(SourceKind kind) {
+  switch (kind) {
+    case SourceKind::kMessage:
       return pb::TENSOR_PATH_INLINE;
-    case TensorPath::kSystemRegion:
+    case SourceKind::kSystemRegion:
       return pb::TENSOR_PATH_SYSTEM_SHM;
-    case TensorPath::kCudaRegion:
+    case SourceKind::kDeviceRegion:
+      return pb::TENSOR_PATH_CUDA_IPC;
+  }
+  return pb::TENSOR_PATH_UNSPECIFIED;
+}
+
+pb::TensorPath ToProto(DestinationKind kind) {
+  switch (kind) {
+    case DestinationKind::kResponse:
+    case DestinationKind::kHost:
+      return pb::TENSOR_PATH_INLINE;
+    case DestinationKind::kSystemRegion:
+      return pb::TENSOR_PATH_SYSTEM_SHM;
+    case DestinationKind::kDeviceRegion:
       return pb::TENSOR_PATH_CUDA_IPC;
   }
   return pb::TENSOR_PATH_UNSPECIFIED;
@@ -324,31 +337,27 @@ double KernelTflops(const RequestSpec& spec, int64_t kernel_ns) {
   return spec.Flops() / static_cast<double>(kernel_ns) * 1e-3;  // flop/ns = 1e-3 TFLOP/s
 }
 
-void EncodeResponseHeader(const RequestSpec& spec, const PhaseTimes& times,
-                          absl::string_view backend, absl::string_view device,
+void EncodeResponseHeader(const Job& job, absl::string_view backend,
                           pb::AttendResponse* response) {
+  const RequestSpec& spec = job.spec;
   response->set_request_id(spec.request_id);
   response->set_dtype(ToProto(spec.dtype));
   ToProto(spec.problem, response->mutable_shape());
   pb::Timing* timing = response->mutable_timing();
-  ToProto(times, timing);
+  ToProto(job.times, timing);
   // The paths only when a tensor used a region: a request with every tensor
   // inline gets exactly the response it got before regions existed.
-  const SpecPaths& p = spec.paths;
-  const bool any_region = p.q != TensorPath::kInline || p.k != TensorPath::kInline ||
-                          p.v != TensorPath::kInline || p.out != TensorPath::kInline ||
-                          (spec.problem.return_lse && p.lse != TensorPath::kInline);
-  if (any_region) {
-    timing->set_q_path(ToProto(p.q));
-    timing->set_k_path(ToProto(p.k));
-    timing->set_v_path(ToProto(p.v));
-    timing->set_out_path(ToProto(p.out));
-    if (spec.problem.return_lse) timing->set_lse_path(ToProto(p.lse));
+  if (job.UsesRegions()) {
+    timing->set_q_path(ToProto(job.q.kind()));
+    timing->set_k_path(ToProto(job.k.kind()));
+    timing->set_v_path(ToProto(job.v.kind()));
+    timing->set_out_path(ToProto(job.out.kind));
+    if (spec.problem.return_lse) timing->set_lse_path(ToProto(job.lse.kind));
   }
   response->set_kernel(spec.kernel_info().name);
   response->set_backend(std::string(backend));
-  response->set_device(std::string(device));
-  response->set_kernel_tflops(KernelTflops(spec, times.kernel_ns));
+  response->set_device(job.device);
+  response->set_kernel_tflops(KernelTflops(spec, job.times.kernel_ns));
 }
 
 }  // namespace attn::server

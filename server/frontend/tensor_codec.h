@@ -36,9 +36,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "attnserve/v1/attention.pb.h"
-#include "scheduling/job.h"
+#include "core/job.h"
 #include "backends/kernel_catalog.h"
-#include "server_options.h"
+#include "core/server_options.h"
 
 namespace attn::server {
 
@@ -83,16 +83,17 @@ attnserve::v1::DType ToProto(DType dtype);
 // differ from seq_len and num_heads (0 = the same, as in requests).
 void ToProto(const AttentionProblem& problem, attnserve::v1::TensorShape* proto);
 void ToProto(const PhaseTimes& times, attnserve::v1::Timing* proto);
-attnserve::v1::TensorPath ToProto(TensorPath path);
+// The wire's TensorPath of a tensor from or to there.
+attnserve::v1::TensorPath ToProto(SourceKind kind);
+attnserve::v1::TensorPath ToProto(DestinationKind kind);
 
 // spec.Flops() (4*D*Hq*visible query-key pairs; 4*B*H*S*S*D for
 // self-attention) / kernel time, in TFLOP/s; 0 when kernel_ns is 0.
 double KernelTflops(const RequestSpec& spec, int64_t kernel_ns);
 
-// Every field of `response` except `out` and `lse`: what ran, where, and
-// how long.
-void EncodeResponseHeader(const RequestSpec& spec, const PhaseTimes& times,
-                          absl::string_view backend, absl::string_view device,
+// Every field of `response` except `out` and `lse`: what ran (job.spec),
+// where (job.device, its tensors' places), and how long (job.times).
+void EncodeResponseHeader(const Job& job, absl::string_view backend,
                           attnserve::v1::AttendResponse* response);
 
 }  // namespace attn::server

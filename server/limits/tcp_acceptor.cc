@@ -21,7 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "observability/log.h"
+#include "core/log.h"
 
 namespace attn::server {
 namespace {

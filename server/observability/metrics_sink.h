@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "scheduling/job.h"
+#include "core/job.h"
 
 namespace attn::server {
 

@@ -60,7 +60,7 @@ constexpr FieldMetric<PhaseTimes> kPhaseHistograms[] = {
 
 // The gauges that are one field of the LoadSnapshot each.
 constexpr FieldMetric<LoadSnapshot> kLoadGauges[] = {
-    {"attn_inference_pending_request_count",
+    {"attn_inference_pending_requests",
      "Requests waiting in the queue for a worker (queue depth).", &LoadSnapshot::queued},
     {"attn_stream_buffer_bytes", "Bytes AttendStream calls hold now (--max_stream_buffer_bytes).",
      &LoadSnapshot::stream_buffer_bytes},

@@ -1,7 +1,6 @@
 #include "observability/stats.h"
 
 #include "absl/time/clock.h"
-#include "attnserve/v1/attention.pb.h"
 
 namespace attn::server {
 namespace {
@@ -87,30 +86,26 @@ absl::string_view EndedBy(FailureKind kind, absl::StatusCode code) {
   }
 }
 
-void Stats::Fill(int64_t in_flight, int64_t queued, attnserve::v1::ServerStats* proto) const {
-  proto->set_uptime_ns(absl::ToInt64Nanoseconds(absl::Now() - start_));
-  proto->set_requests_ok(Get(ok_));
-  proto->set_requests_failed(Get(failed_));
-  proto->set_rejected_queue_full(Get(queue_full_));
-  proto->set_rejected_deadline(Get(deadline_));
-  proto->set_rejected_cancelled(Get(cancelled_));
-  proto->set_cancelled_by_drain(Get(drain_));
-  proto->set_upload_timeouts(Get(upload_timeouts_));
-  proto->set_rejected_over_budget(Get(over_budget_));
-  proto->set_in_flight(in_flight);
-  proto->set_queued(queued);
-  proto->set_bytes_in(Get(bytes_in_));
-  proto->set_bytes_out(Get(bytes_out_));
-  proto->set_region_bytes_in(Get(region_bytes_in_));
-  proto->set_region_bytes_out(Get(region_bytes_out_));
-  attnserve::v1::Timing* sum = proto->mutable_cumulative();
-  sum->set_receive_ns(Get(receive_ns_));
-  sum->set_decode_ns(Get(decode_ns_));
-  sum->set_queue_ns(Get(queue_ns_));
-  sum->set_h2d_ns(Get(h2d_ns_));
-  sum->set_kernel_ns(Get(kernel_ns_));
-  sum->set_d2h_ns(Get(d2h_ns_));
-  sum->set_total_ns(Get(total_ns_));
+Stats::Snapshot Stats::Read() const {
+  Snapshot s;
+  s.uptime_ns = absl::ToInt64Nanoseconds(absl::Now() - start_);
+  s.ok = Get(ok_);
+  s.failed = Get(failed_);
+  s.queue_full = Get(queue_full_);
+  s.deadline = Get(deadline_);
+  s.cancelled = Get(cancelled_);
+  s.drain = Get(drain_);
+  s.upload_timeouts = Get(upload_timeouts_);
+  s.over_budget = Get(over_budget_);
+  s.bytes = {Get(bytes_in_), Get(bytes_out_), Get(region_bytes_in_), Get(region_bytes_out_)};
+  s.sums.receive_ns = Get(receive_ns_);
+  s.sums.decode_ns = Get(decode_ns_);
+  s.sums.queue_ns = Get(queue_ns_);
+  s.sums.h2d_ns = Get(h2d_ns_);
+  s.sums.kernel_ns = Get(kernel_ns_);
+  s.sums.d2h_ns = Get(d2h_ns_);
+  s.sums.total_ns = Get(total_ns_);
+  return s;
 }
 
 }  // namespace attn::server

@@ -12,11 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "scheduling/job.h"
-
-namespace attnserve::v1 {
-class ServerStats;
-}  // namespace attnserve::v1
+#include "core/job.h"
 
 namespace attn::server {
 
@@ -48,8 +44,15 @@ class Stats {
   void RecordSuccess(const PhaseTimes& times, const TensorBytesMoved& bytes);
   void RecordFailure(FailureKind kind);
 
-  // Fills the counters; in_flight and queued come from the scheduler.
-  void Fill(int64_t in_flight, int64_t queued, attnserve::v1::ServerStats* proto) const;
+  // The counters now (GetStats, less what the scheduler and budgets say).
+  struct Snapshot {
+    int64_t uptime_ns = 0;
+    int64_t ok = 0, failed = 0, queue_full = 0, deadline = 0, cancelled = 0, drain = 0,
+            upload_timeouts = 0, over_budget = 0;
+    TensorBytesMoved bytes;
+    PhaseTimes sums;  // summed over successful requests (batch_size unused)
+  };
+  Snapshot Read() const;
 
  private:
   const absl::Time start_;

@@ -19,7 +19,7 @@
 #include <new>
 #include <optional>
 
-#include "backends/first_fit_ranges.h"
+#include "pinned_heap/first_fit_ranges.h"
 
 extern "C" {
 // glibc's allocator under its exported internal names (glibc 2.2.5 on).

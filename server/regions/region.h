@@ -23,8 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "attnserve/v1/attention.pb.h"
-#include "scheduling/tensor_bytes.h"
+#include "core/tensor_place.h"
 
 namespace attn::server {
 
@@ -33,14 +32,28 @@ namespace attn::server {
 // float32 elements need less.
 inline constexpr int64_t kRegionAlignment = 16;
 
+// What a client registered (the wire's RegionInfo, less requests_using,
+// which the front end reads off the region when it lists it).
+struct RegionRegistration {
+  enum class Kind { kSystem, kCuda };
+  std::string name;       // the client's name, unique in its lease
+  std::string region_id;  // set by the registry: what TensorRefs name
+  Kind kind = Kind::kSystem;
+  std::string shm_name;    // kSystem: the POSIX shared-memory object
+  std::string ipc_handle;  // kCuda: the cudaIpcMemHandle_t bytes
+  int device = -1;         // kCuda: the client's CUDA ordinal
+  int64_t offset = 0;
+  int64_t byte_size = 0;
+};
+
 // Memory a region's bytes live in; destroying it unmaps (and unpins) them.
 class RegionMemory {
  public:
   virtual ~RegionMemory() = default;
-  virtual char* data() const = 0;  // host pointer, or device pointer for kCudaRegion
+  virtual char* data() const = 0;  // host pointer, or device pointer when on_device()
   virtual int64_t size() const = 0;
-  virtual TensorPath path() const = 0;  // kSystemRegion or kCudaRegion
-  virtual int device() const { return -1; }  // CUDA ordinal of a kCudaRegion
+  virtual bool on_device() const = 0;        // a CUDA region (else a system region)
+  virtual int device() const { return -1; }  // CUDA ordinal of a CUDA region
   // OK while the memory is still whole. A client may shrink the
   // shared-memory object under a system region (ftruncate): touching the
   // lost pages would kill the server with SIGBUS, so requests check first.
@@ -51,16 +64,16 @@ class Region {
  public:
   // `info` is what ListRegions reports (name, region_id, what was
   // registered); its requests_using is filled when listed.
-  Region(attnserve::v1::RegionInfo info, std::string lease_id,
+  Region(RegionRegistration info, std::string lease_id,
          std::unique_ptr<RegionMemory> memory, std::string description)
       : info_(std::move(info)),
         lease_id_(std::move(lease_id)),
         memory_(std::move(memory)),
         description_(std::move(description)) {}
 
-  const std::string& name() const { return info_.name(); }
-  const std::string& id() const { return info_.region_id(); }
-  const attnserve::v1::RegionInfo& info() const { return info_; }
+  const std::string& name() const { return info_.name; }
+  const std::string& id() const { return info_.region_id; }
+  const RegionRegistration& info() const { return info_; }
   const std::string& lease_id() const { return lease_id_; }
   const RegionMemory& memory() const { return *memory_; }
   // What the client registered, for messages: "system '/attn-x' [0, 4096)".
@@ -100,7 +113,7 @@ class Region {
     for (auto& f : idle) f();
   }
 
-  const attnserve::v1::RegionInfo info_;
+  const RegionRegistration info_;
   const std::string lease_id_;
   const std::unique_ptr<RegionMemory> memory_;
   const std::string description_;

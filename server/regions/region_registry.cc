@@ -53,9 +53,9 @@ absl::Status UnknownLease(const std::string& lease_id) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Register(
-    const std::string& lease_id, attnserve::v1::RegionInfo info, const std::string& description,
+    const std::string& lease_id, RegionRegistration info, const std::string& description,
     MapFn map) {
-  const std::string name = info.name();
+  const std::string name = info.name;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = leases_.find(lease_id);
@@ -79,7 +79,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Register(
   if (!memory.ok()) return memory.status();
   // The lease ended while the memory was being mapped: nothing to keep.
   if (it == leases_.end()) return UnknownLease(lease_id);
-  info.set_region_id(RandomId());
+  info.region_id = RandomId();
   auto region =
       std::make_shared<Region>(std::move(info), lease_id, *std::move(memory), description);
   it->second.by_name[name] = region;

@@ -48,7 +48,7 @@ class RegionRegistry {
   // registered; its region_id is set here.
   using MapFn = absl::FunctionRef<absl::StatusOr<std::unique_ptr<RegionMemory>>()>;
   absl::StatusOr<std::shared_ptr<Region>> Register(const std::string& lease_id,
-                                                   attnserve::v1::RegionInfo info,
+                                                   RegionRegistration info,
                                                    const std::string& description, MapFn map);
 
   // Takes the region out of the registry (NOT_FOUND if the lease or name

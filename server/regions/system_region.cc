@@ -39,7 +39,7 @@ class MappedShm final : public RegionMemory {
   }
   char* data() const override { return static_cast<char*>(map_); }
   int64_t size() const override { return size_; }
-  TensorPath path() const override { return TensorPath::kSystemRegion; }
+  bool on_device() const override { return false; }
   void set_pin(std::unique_ptr<HostPin> pin) { pin_ = std::move(pin); }
 
  private:

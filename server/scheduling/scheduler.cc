@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "observability/log.h"
-#include "scheduling/batch_key.h"
+#include "core/log.h"
+#include "core/batch_key.h"
 
 namespace attn::server {
 
@@ -232,17 +232,15 @@ void Scheduler::WorkerLoop(size_t index) {
       runnable.push_back(&job);
       positions.push_back(i);
     }
-    if (runnable.size() == 1) {
-      statuses[positions.front()] = executor->Run(*runnable.front());
-    } else if (runnable.size() > 1) {
-      std::vector<absl::Status> results = executor->RunBatch(runnable);
+    if (!runnable.empty()) {
+      std::vector<absl::Status> results = executor->Run(runnable);
       for (size_t k = 0; k < positions.size(); ++k) {
         statuses[positions[k]] =
             k < results.size()
                 ? std::move(results[k])
                 : absl::InternalError(absl::StrFormat(
-                      "%s returned %d statuses for a batch of %d", executor->Name(),
-                      results.size(), runnable.size()));
+                      "%s returned %d statuses for %d jobs", executor->Name(), results.size(),
+                      runnable.size()));
       }
     }
     int64_t stacked = 0;

@@ -29,7 +29,7 @@
 // Stop(); Submit wakes it. Gathered jobs count as running (so towards the
 // in-flight bound of queue_capacity + workers). Before the launch
 // each is checked as a lone job is (cancelled or past its deadline: not
-// run, `done` gets the reason); the rest run in one Executor::RunBatch.
+// run, `done` gets the reason); the rest run in one Executor::Run.
 //
 // A worker whose executor reports !Healthy() after a job retires; when the
 // last one does, queued and new jobs get UNAVAILABLE and `on_all_failed`
@@ -49,9 +49,9 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "backends/executor.h"
 #include "scheduling/completion_thread.h"
-#include "scheduling/job.h"
+#include "core/executor.h"
+#include "core/job.h"
 
 namespace attn::server {
 

@@ -3,9 +3,10 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "observability/log.h"
-#include "status_util.h"
+#include "core/log.h"
+#include "core/status_util.h"
 
 namespace attn::server {
 namespace {
@@ -18,7 +19,7 @@ absl::string_view View(const grpc::string_ref& s) { return {s.data(), s.size()};
 }  // namespace
 
 grpc::Status TokenAuthProcessor::Process(const InputMetadata& auth_metadata,
-                                         grpc::AuthContext* /*context*/,
+                                         grpc::AuthContext* context,
                                          OutputMetadata* consumed_auth_metadata,
                                          OutputMetadata* /*response_metadata*/) {
   absl::string_view path;
@@ -27,8 +28,12 @@ grpc::Status TokenAuthProcessor::Process(const InputMetadata& auth_metadata,
 
   absl::Status verdict = BearerTokens::Missing();
   if (auto it = auth_metadata.find("authorization"); it != auth_metadata.end()) {
-    verdict = tokens_.Check(View(it->second));
+    const absl::StatusOr<size_t> token = tokens_.Identify(View(it->second));
+    verdict = token.status();
     consumed_auth_metadata->emplace(std::string(View(it->first)), std::string(View(it->second)));
+    if (token.ok()) {
+      context->AddProperty(std::string(kCallerProperty), absl::StrCat("token ", *token));
+    }
   }
   if (!verdict.ok()) {
     LOGF(kInfo, "refused %s: %s", path, verdict.message());

@@ -24,6 +24,11 @@
 
 namespace attn::server {
 
+// The auth-context property naming which accepted token a call carried
+// ("token <line>"): the caller's identity for admission's fair shares
+// (frontend/peer_identity.h).
+inline constexpr char kCallerProperty[] = "attn.caller";
+
 class TokenAuthProcessor : public grpc::AuthMetadataProcessor {
  public:
   explicit TokenAuthProcessor(BearerTokens tokens) : tokens_(std::move(tokens)) {}

@@ -30,6 +30,10 @@ absl::Status BearerTokens::Missing() {
 }
 
 absl::Status BearerTokens::Check(absl::string_view authorization) const {
+  return Identify(authorization).status();
+}
+
+absl::StatusOr<size_t> BearerTokens::Identify(absl::string_view authorization) const {
   constexpr absl::string_view kScheme = "bearer ";
   if (!absl::StartsWithIgnoreCase(authorization, kScheme)) {
     return absl::UnauthenticatedError(
@@ -41,15 +45,16 @@ absl::Status BearerTokens::Check(absl::string_view authorization) const {
     return absl::UnauthenticatedError(
         "malformed credential: the 'authorization' metadata has no token after 'Bearer'");
   }
-  bool accepted = false;
-  for (const std::string& candidate : tokens_) {
-    accepted = ConstantTimeEquals(token, candidate) || accepted;
+  size_t line = 0;  // 0: none matched
+  for (size_t i = 0; i < tokens_.size(); ++i) {
+    const bool equal = ConstantTimeEquals(token, tokens_[i]);
+    line = equal && line == 0 ? i + 1 : line;
   }
-  if (!accepted) {
+  if (line == 0) {
     return absl::UnauthenticatedError(
         "invalid credential: the bearer token is not one this server accepts");
   }
-  return absl::OkStatus();
+  return line;
 }
 
 }  // namespace attn::server

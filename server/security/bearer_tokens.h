@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace attn::server {
@@ -27,6 +28,9 @@ class BearerTokens {
   // RFC 6750) with an accepted token. Otherwise UNAUTHENTICATED saying
   // which: malformed, or not accepted. `authorization` is never echoed.
   absl::Status Check(absl::string_view authorization) const;
+  // The same check; on success, which token it was (its line in the token
+  // file, from 1): the caller's identity, never the token itself.
+  absl::StatusOr<size_t> Identify(absl::string_view authorization) const;
 
   // The answer for a call without `authorization` metadata.
   static absl::Status Missing();

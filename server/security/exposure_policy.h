@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "server_options.h"
+#include "core/server_options.h"
 
 namespace attn::server {
 

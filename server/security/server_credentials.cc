@@ -11,7 +11,7 @@
 #include "attn/token_file.h"
 #include "security/auth_processor.h"
 #include "security/bearer_tokens.h"
-#include "status_util.h"
+#include "core/status_util.h"
 
 namespace attn::server {
 namespace {

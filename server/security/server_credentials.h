@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "grpcpp/security/server_credentials.h"
-#include "server_options.h"
+#include "core/server_options.h"
 
 namespace attn::server {
 

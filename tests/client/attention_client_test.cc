@@ -21,6 +21,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "attn/cpu_reference.h"
 #include "fake_attention_service.h"
 #include "gtest/gtest.h"
@@ -356,6 +357,51 @@ TEST(AttentionClientConnectTest, UnreachableAddressIsUnavailableAndNamesIt) {
   ASSERT_FALSE(client.ok());
   EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(absl::StrContains(client.status().message(), "127.0.0.1:1")) << client.status();
+}
+
+TEST(AttentionClientConnectTest, ARefusedConnectionFailsLongBeforeTheConnectTimeout) {
+  ClientOptions options;
+  options.address = "127.0.0.1:1";  // refused at once
+  options.connect_timeout = absl::Seconds(60);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<AttentionClient>> client = AttentionClient::Connect(options);
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(client.status().message(), "refused")) << client.status();
+  // About a second of retries; the bound leaves room for a loaded host.
+  EXPECT_LT(took, absl::Seconds(20)) << client.status();
+}
+
+TEST(AttentionClientLimitsTest, ACallBeyondTheAnnouncedTokenLimitFailsBeforeItIsSent) {
+  FakeAttentionService::Options fake_options;
+  fake_options.max_tokens_per_request = 1000;
+  auto fake = StartFakeServer(fake_options);
+  ASSERT_NE(fake, nullptr);
+  std::unique_ptr<AttentionClient> client = ConnectTo(fake->address);
+  ASSERT_NE(client, nullptr);
+  // q has 1 * 64 * 2 * 16 = 2048 elements; k (one KV head) 1024.
+  AttentionInputs geometry;
+  geometry.dtype = DType::kFloat16;
+  geometry.shape = Shape{1, 64, 2, 16};
+  const absl::Status q_over = client->CheckServerLimits(geometry);
+  EXPECT_EQ(q_over.code(), absl::StatusCode::kResourceExhausted);
+  for (const char* part : {"q needs 2048 elements", "[1, 64, 2, 16]", "limit is 1000",
+                           "max_tokens_per_request", fake->address.c_str()}) {
+    EXPECT_TRUE(absl::StrContains(q_over.message(), part)) << part << ": " << q_over;
+  }
+  geometry.shape = Shape{1, 31, 2, 16};  // q 992
+  geometry.kv_seq_len = 40;              // k 1280
+  const absl::Status k_over = client->CheckServerLimits(geometry);
+  EXPECT_TRUE(absl::StrContains(k_over.message(), "k needs 1280 elements (shape [1, 40, 2, 16])"))
+      << k_over;
+  geometry.kv_seq_len = 0;
+  EXPECT_TRUE(client->CheckServerLimits(geometry).ok());
+
+  absl::StatusOr<AttendResult> result =
+      client->Attend(MakeRandomInputs({1, 64, 2, 16}, DType::kFloat16, 1));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kResourceExhausted) << result.status();
+  EXPECT_EQ(fake->service->unary_calls(), 0);
 }
 
 std::string ReadFileOrEmpty(const std::string& path) {

@@ -342,5 +342,32 @@ TEST_F(ClientE2eTest, CliExitCodes) {
   EXPECT_EQ(RunCli({}).exit_code, 2);
 }
 
+TEST_F(ClientE2eTest, CliRefusesWhatTheServerWouldBeforeMakingTheInputs) {
+  // 2^34 elements a tensor (32 GiB of bf16): drawing them would take the
+  // host's memory and many minutes; the server's limit (2^25) is known from
+  // GetServerInfo, so attn_cli stops before.
+  CommandResult r =
+      RunCli({"attend", "--address=" + server_->address(), "--shape=64,65536,32,128"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  for (const char* part : {"RESOURCE_EXHAUSTED", "q needs 17179869184 elements",
+                           "max_tokens_per_request"}) {
+    EXPECT_TRUE(absl::StrContains(r.err, part)) << part << ": " << r.err;
+  }
+}
+
+TEST_F(ClientE2eTest, CliErrorsSayWhy) {
+  const std::string missing = TempPath("missing.npy");
+  CommandResult r = RunCli({"attend", "--address=" + server_->address(), "--q=" + missing,
+                            "--k=" + missing, "--v=" + missing});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(r.err, "cannot open '" + missing + "': No such file or directory"))
+      << r.err;
+  r = RunCli({"attend", "--address=" + server_->address(), "--shape=1,16,8,16",
+              "--kv_shape=1,16,3,16"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "kv_num_heads is 3; it must divide num_heads (8)")) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.err, "(0: num_heads)")) << r.err;
+}
+
 }  // namespace
 }  // namespace attn

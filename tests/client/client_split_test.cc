@@ -127,8 +127,9 @@ TEST(SplitClientOptionsTest, NegativeThresholdIsRefusedNamingTheOption) {
 class SplitE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    // Calls are split only for a server with two or more workers.
     absl::StatusOr<std::unique_ptr<ServerProcess>> server =
-        ServerProcess::Start({"--backend=cpu", "--cpu_threads=1"});
+        ServerProcess::Start({"--backend=cpu", "--cpu_threads=1", "--cpu_workers=2"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
   }
@@ -169,6 +170,7 @@ class SplitE2eTest : public ::testing::Test {
     EXPECT_GE(result->server.total_ns, result->server.kernel_ns);
     EXPECT_GE(result->client.round_trip_ns, result->server.total_ns);
     EXPECT_GT(result->kernel_tflops, 0.0);
+    ExpectSplitTimingAddsUp(in, options, *result, shards);
 
     // O into the caller's own (poisoned) buffer instead of AttendResult::out,
     // split and unsplit: the same bytes, nothing left in the result.
@@ -183,6 +185,35 @@ class SplitE2eTest : public ::testing::Test {
       EXPECT_EQ(destination, reference->out) << "out_destination got other bytes";
       ASSERT_EQ(placed->lse.size(), reference->lse.size());
     }
+  }
+
+  // A split call's figures are its last shard's, so they partition the
+  // round trip as an unsplit call's do, and its kernel rate is the whole
+  // problem's FLOPs over every shard's kernel time.
+  static void ExpectSplitTimingAddsUp(const AttentionInputs& in, const AttendOptions& options,
+                                      const AttendResult& result, int shards) {
+    ASSERT_EQ(result.shard_server.size(), static_cast<size_t>(shards));
+    ASSERT_GE(result.last_shard, 0);
+    ASSERT_LT(result.last_shard, shards);
+    const ServerTiming& last = result.shard_server[static_cast<size_t>(result.last_shard)];
+    EXPECT_EQ(result.server.total_ns, last.total_ns);
+    EXPECT_EQ(result.server.queue_ns, last.queue_ns);
+    EXPECT_EQ(result.server.kernel_ns, last.kernel_ns);
+    const ClientTiming& c = result.client;
+    EXPECT_GT(c.marshal_ns, 0);
+    EXPECT_GT(c.unmarshal_ns, 0);
+    // Not clamped: network + gRPC is what is left, and something is.
+    EXPECT_GT(c.round_trip_ns - c.marshal_ns - c.unmarshal_ns - result.server.total_ns, 0);
+    int64_t kernel_sum = 0;
+    for (const ServerTiming& shard : result.shard_server) {
+      EXPECT_GT(shard.kernel_ns, 0);
+      EXPECT_LE(shard.kernel_ns, shard.total_ns);
+      kernel_sum += shard.kernel_ns;
+    }
+    EXPECT_EQ(result.SummedKernelNs(), kernel_sum);
+    EXPECT_NEAR(result.kernel_tflops,
+                in.Flops(options) / static_cast<double>(kernel_sum) * 1e-3,
+                result.kernel_tflops * 1e-9);
   }
 
   static ServerProcess* server_;
@@ -234,6 +265,40 @@ TEST_F(SplitE2eTest, EachShardIsOneServerRequest) {
   absl::StatusOr<attnserve::v1::ServerStats> after = split->GetStats();
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->requests_ok() - before->requests_ok(), 5);
+}
+
+TEST(SplitWorkersTest, AOneWorkerServerGetsWholeCallsAndATwoWorkerOneShardsPerConnection) {
+  const AttentionInputs in = Inputs({4, 16, 4, 16});
+  {
+    absl::StatusOr<std::unique_ptr<ServerProcess>> one =
+        ServerProcess::Start({"--backend=cpu", "--cpu_threads=1"});  // --cpu_workers=1
+    ASSERT_TRUE(one.ok()) << one.status();
+    std::unique_ptr<AttentionClient> client = ConnectOrDie((*one)->address(), 8, 1);
+    ASSERT_NE(client, nullptr);
+    ASSERT_TRUE(client->server_info().has_value());
+    EXPECT_EQ(client->server_info()->limits().workers(), 1);
+    absl::StatusOr<AttendResult> result = client->Attend(in);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->client.shards, 1);
+    EXPECT_TRUE(result->shard_server.empty());
+    EXPECT_EQ(result->SummedKernelNs(), result->server.kernel_ns);
+  }
+  attn::testing::FakeAttentionService::Options two;
+  two.workers = 2;
+  std::unique_ptr<attn::testing::FakeServer> fake = attn::testing::StartFakeServer(two);
+  std::unique_ptr<AttentionClient> client = ConnectOrDie(fake->address, 8, 1);
+  ASSERT_NE(client, nullptr);
+  const int64_t calls_before = fake->service->unary_calls();
+  std::unique_ptr<AttentionClient> three = ConnectOrDie(fake->address, 3, 1);
+  ASSERT_NE(three, nullptr);
+  // Up to the connections (and the batch of 4), not the workers.
+  absl::StatusOr<AttendResult> result = client->Attend(in);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->client.shards, 4);
+  result = three->Attend(in);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->client.shards, 3);
+  EXPECT_EQ(fake->service->unary_calls() - calls_before, 7);
 }
 
 TEST_F(SplitE2eTest, ServerRefusalOfEveryShardIsOneClearStatus) {

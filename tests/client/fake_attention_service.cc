@@ -213,6 +213,8 @@ grpc::Status FakeAttentionService::GetServerInfo(grpc::ServerContext*,
   response->set_backend("cpu");
   response->set_default_kernel("cpu_reference");
   response->mutable_limits()->set_max_message_bytes(options_.max_message_bytes);
+  response->mutable_limits()->set_workers(options_.workers);
+  response->mutable_limits()->set_max_tokens_per_request(options_.max_tokens_per_request);
   response->add_dtypes(pb::DTYPE_FLOAT16);
   response->add_dtypes(pb::DTYPE_BFLOAT16);
   return grpc::Status::OK;

@@ -36,6 +36,8 @@ class FakeAttentionService final : public attnserve::v1::Attention::Service {
  public:
   struct Options {
     int64_t max_message_bytes = int64_t{1} << 30;  // advertised in GetServerInfo
+    int workers = 0;                               // advertised; 0: not said
+    int64_t max_tokens_per_request = 0;            // advertised; 0: not said (never enforced)
     int64_t out_chunk_bytes = 1000;                // streamed output chunk size
     int get_stats_delay_ms = 0;                    // GetStats reads its counters this late
     // Listening credentials; null: plaintext.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "arrival_schedule.h"
 #include "attn/client/attend_types.h"
@@ -240,6 +241,12 @@ TEST(ReportTest, CostAndJsonFollowTheProblem) {
   EXPECT_TRUE(absl::StrContains(Headline(context), "causal")) << Headline(context);
 }
 
+size_t CountOccurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
 void ExpectNear(const std::vector<double>& actual, const std::vector<double>& expected) {
   ASSERT_EQ(actual.size(), expected.size());
   for (size_t i = 0; i < actual.size(); ++i) EXPECT_NEAR(actual[i], expected[i], 1e-12) << i;
@@ -266,6 +273,80 @@ TEST(LatencyPlotTest, SvgNamesEveryLevelAndPercentile) {
     EXPECT_TRUE(absl::StrContains(svg, text)) << text;
   }
   EXPECT_TRUE(absl::StrContains(RenderLatencyPlot("t", "s", {}, 0), "no level completed"));
+}
+
+TEST(LatencyPlotTest, AxesSpanTheDataNotZeroToTheLargest) {
+  Axis x = DataAxis(900, 1000);
+  EXPECT_GT(x.lo, 800);
+  EXPECT_LE(x.lo, 900 - 5);  // room on each side of the points
+  EXPECT_GE(x.hi, 1000 + 5);
+  EXPECT_LT(x.hi, 1100);
+  ASSERT_FALSE(x.ticks.empty());
+  EXPECT_GE(x.ticks.front(), x.lo);
+  EXPECT_LE(x.ticks.back(), x.hi);
+  x = DataAxis(3, 3);  // one level
+  EXPECT_LT(x.lo, 3);
+  EXPECT_GT(x.hi, 3);
+  EXPECT_EQ(DataAxis(0.5, 40).lo, 0);  // never below zero
+}
+
+// Two closed-loop levels near 1000 requests/s whose p99 equals p99.9 (fewer
+// than 1000 requests), and a third whose every request was refused.
+std::vector<LevelSummary> SaturatedSweep() {
+  std::vector<LevelSummary> levels(3);
+  for (int i = 0; i < 3; ++i) {
+    LevelSummary& s = levels[static_cast<size_t>(i)];
+    s.concurrency = 16 << i;
+    s.sent = 500;
+    s.completed = i < 2 ? 500 - 25 * i : 0;
+    s.failed = s.sent - s.completed;
+    if (s.failed > 0) s.errors["RESOURCE_EXHAUSTED"] = s.failed;
+    s.throughput_rps = i < 2 ? 950 + 40 * i : 0;
+    s.latency.p50_ms = 10 + i;
+    s.latency.p90_ms = 12 + i;
+    s.latency.p99_ms = s.latency.p999_ms = 20 + i;
+  }
+  return levels;
+}
+
+TEST(LatencyPlotTest, ClosedLoopPointsAreNotPressedAgainstAnEdge) {
+  const std::string svg = RenderLatencyPlot("t", "s", SaturatedSweep(), 0);
+  // The throughput ticks start near the data, not at 0.
+  const size_t tick = svg.find("class=\"x-tick\"");
+  ASSERT_NE(tick, std::string::npos);
+  const size_t label = svg.find('>', tick) + 1;
+  double first_tick = 0;
+  ASSERT_TRUE(absl::SimpleAtod(svg.substr(label, svg.find('<', label) - label), &first_tick));
+  EXPECT_GT(first_tick, 800) << svg;
+}
+
+TEST(LatencyPlotTest, AHigherPercentileIsDrawnUnderAndWiderSoAnEqualOneStaysVisible) {
+  const std::string svg = RenderLatencyPlot("t", "s", SaturatedSweep(), 0);
+  const size_t p999 = svg.find("data-series=\"p99.9\"");
+  const size_t p99 = svg.find("data-series=\"p99\"");
+  ASSERT_NE(p999, std::string::npos);
+  ASSERT_NE(p99, std::string::npos);
+  EXPECT_LT(p999, p99) << "p99.9 must be drawn first, beneath p99";
+  auto width = [&svg](size_t at) {
+    const size_t w = svg.find("stroke-width=\"", at) + 14;
+    double value = 0;
+    EXPECT_TRUE(absl::SimpleAtod(svg.substr(w, svg.find('"', w) - w), &value));
+    return value;
+  };
+  EXPECT_GT(width(p999), width(p99));
+  const std::string p999_line = svg.substr(p999, svg.find("/>", p999) - p999);
+  EXPECT_TRUE(absl::StrContains(p999_line, "stroke-dasharray")) << p999_line;
+}
+
+TEST(LatencyPlotTest, FailedRequestsAppearPerLevelEvenWhereNoneCompleted) {
+  const std::string svg = RenderLatencyPlot("t", "s", SaturatedSweep(), 0);
+  EXPECT_TRUE(absl::StrContains(svg, "failed requests per level")) << svg;
+  EXPECT_EQ(CountOccurrences(svg, "class=\"failure-bar\""), 3) << svg;
+  for (const char* text : {"c=16: 0 of 500 failed", "c=32: 25 of 500 failed (RESOURCE_EXHAUSTED 25)",
+                           "c=64: 500 of 500 failed (RESOURCE_EXHAUSTED 500)", ">100.0%<", ">5.0%<",
+                           "c=32 (5.0% failed)"}) {
+    EXPECT_TRUE(absl::StrContains(svg, text)) << text << "\n" << svg;
+  }
 }
 
 }  // namespace

@@ -153,7 +153,16 @@ TEST(NpyTest, TensorErrorsNameTheFileAndTheProblem) {
   WriteBytes(path, SerializeNpy("<i4", {1, 1, 1, 1}, std::string(4, '\0')));
   EXPECT_FALSE(ReadTensorNpy(path, DType::kFloat16).ok());
   std::remove(path.c_str());
-  EXPECT_EQ(ReadTensorNpy(path, std::nullopt).status().code(), absl::StatusCode::kNotFound);
+  // The reason, from errno, after the path.
+  const absl::Status missing = ReadTensorNpy(path, std::nullopt).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(missing.message(), "No such file or directory")) << missing;
+  const absl::Status unwritable = WriteTensorNpy("/nonexistent-dir/o.npy", DType::kFloat16,
+                                                 Shape{1, 1, 1, 1}, std::string(2, '\0'));
+  EXPECT_EQ(unwritable.code(), absl::StatusCode::kNotFound) << unwritable;
+  EXPECT_TRUE(absl::StrContains(unwritable.message(),
+                                "cannot write '/nonexistent-dir/o.npy': No such file"))
+      << unwritable;
 }
 
 }  // namespace

@@ -15,7 +15,7 @@
 #include "backends/parallel_copier.h"
 #include "cuda_test_util.h"
 #include "gtest/gtest.h"
-#include "scheduling/tensor_bytes.h"
+#include "core/tensor_place.h"
 
 namespace attn::testing {
 namespace {
@@ -32,14 +32,14 @@ std::string RandomBytes(size_t n, std::mt19937& rng) {
 // byte, some several MiB), their concatenations and device memory for them.
 struct Tensors {
   std::deque<std::string> pieces;  // never moved: the views point into them
-  std::vector<server::TensorBytes> bytes;
+  std::vector<server::TensorSource> bytes;
   std::vector<std::string> expected;
   std::vector<void*> device;
 
   Tensors(const std::vector<size_t>& sizes, std::mt19937& rng) {
     for (size_t size : sizes) {
       std::string whole;
-      server::TensorBytes t;
+      server::TensorSource t;
       size_t left = size;
       while (left > 0) {
         const size_t piece = std::min(left, size_t{1} + rng() % (size_t{1} << 20));

@@ -11,7 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "backends/worker_fault_spec.h"
+#include "core/worker_fault_spec.h"
 #include "gtest/gtest.h"
 #include "scheduling/scheduler.h"
 
@@ -19,10 +19,10 @@ namespace attn::server {
 namespace {
 
 // Runs every job successfully and counts them.
-class CountingExecutor : public Executor {
+class CountingExecutor : public JobByJobExecutor {
  public:
   explicit CountingExecutor(std::string name) : name_(std::move(name)) {}
-  absl::Status Run(Job& job) override {
+  absl::Status RunJob(Job& job) override {
     ++runs_;
     job.device = name_;
     return absl::OkStatus();
@@ -73,7 +73,7 @@ TEST(FaultInjectingExecutorTest, RunsGoodJobsThenFailsForGoodWithoutRunning) {
 
   for (int i = 0; i < 2; ++i) {
     Job job;
-    EXPECT_TRUE(executor.Run(job).ok());
+    EXPECT_TRUE(RunOne(executor, job).ok());
     EXPECT_EQ(job.device, "counting") << "a good job runs on the wrapped executor";
     EXPECT_TRUE(executor.Healthy());
   }
@@ -83,8 +83,8 @@ TEST(FaultInjectingExecutorTest, RunsGoodJobsThenFailsForGoodWithoutRunning) {
   for (int i = 0; i < 2; ++i) {
     std::string out;
     Job job;
-    job.out = &out;
-    const absl::Status status = executor.Run(job);
+    job.out = TensorDestination::Host(&out);
+    const absl::Status status = RunOne(executor, job);
     EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
     EXPECT_TRUE(absl::StrContains(status.message(), "injected device fault on worker 1")) << status;
     EXPECT_TRUE(absl::StrContains(status.message(), kWorkerFaultFlag)) << status;
@@ -114,9 +114,9 @@ TEST(FaultInjectingExecutorTest, WrapsOnlyTheNamedWorkersAndRefusesUnknownOnes) 
   EXPECT_EQ(executors[0]->Name(), "w0");
   EXPECT_EQ(executors[2]->Name(), "w2");
   Job job;
-  EXPECT_EQ(executors[1]->Run(job).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(RunOne(*executors[1], job).code(), absl::StatusCode::kInternal);
   EXPECT_FALSE(executors[1]->Healthy());
-  EXPECT_TRUE(executors[0]->Run(job).ok());
+  EXPECT_TRUE(RunOne(*executors[0], job).ok());
 }
 
 // One worker, faulted after one good job, under the real Scheduler: the

@@ -1,7 +1,7 @@
 // FirstFitRanges (server/backends/first_fit_ranges.h): the pinned output
 // pool's arena. Checked against a byte map of who holds what, through a
 // random run of takes and returns.
-#include "backends/first_fit_ranges.h"
+#include "pinned_heap/first_fit_ranges.h"
 
 #include <random>
 #include <vector>

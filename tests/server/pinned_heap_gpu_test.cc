@@ -19,8 +19,8 @@
 #include "backends/heap_arena.h"
 #include "gtest/gtest.h"
 #include "pinned_heap/pinned_heap.h"
-#include "scheduling/job.h"
-#include "scheduling/tensor_bytes.h"
+#include "core/job.h"
+#include "core/tensor_place.h"
 
 namespace attn::server {
 namespace {
@@ -105,10 +105,10 @@ class Pieces {
   ~Pieces() {
     for (char* p : arena_blocks_) free(p);
   }
-  const TensorBytes& tensor() const { return tensor_; }
+  const TensorSource& tensor() const { return tensor_; }
 
  private:
-  TensorBytes tensor_;
+  TensorSource tensor_;
   std::vector<char*> arena_blocks_;
   std::deque<GlibcBlock> glibc_blocks_;
 };
@@ -143,7 +143,7 @@ class PinnedHeapGpuTest : public ::testing::Test {
     Job job;
     job.spec.dtype = DType::kBFloat16;
     job.spec.problem = problem_;
-    absl::StatusOr<const KernelHandle*> kernel = setup_->catalog.Resolve("", problem_);
+    absl::StatusOr<const KernelHandle*> kernel = setup_->catalog->Resolve("", problem_);
     EXPECT_TRUE(kernel.ok()) << kernel.status();
     if (!kernel.ok()) return "";
     job.spec.kernel = *kernel;
@@ -151,9 +151,9 @@ class PinnedHeapGpuTest : public ::testing::Test {
     job.k = pk.tensor();
     job.v = pv.tensor();
     std::string out;
-    job.out = &out;
+    job.out = TensorDestination::Host(&out);
     job.arrival = absl::Now();
-    const absl::Status status = setup_->executors[0]->Run(job);
+    const absl::Status status = RunOne(*setup_->executors[0], job);
     EXPECT_TRUE(status.ok()) << status;
     EXPECT_EQ(out.size(), q.size());
     return out;

@@ -13,7 +13,7 @@
 #include "absl/time/clock.h"
 #include "attn/problem.h"
 #include "gtest/gtest.h"
-#include "scheduling/batch_key.h"
+#include "core/batch_key.h"
 #include "scheduling/scheduler.h"
 
 namespace attn::server {
@@ -27,13 +27,11 @@ class BatchingFake : public Executor {
  public:
   explicit BatchingFake(int64_t capacity) : capacity_(capacity) {}
 
-  absl::Status Run(Job& job) override {
-    Launch({&job});
-    return absl::OkStatus();
-  }
-  std::vector<absl::Status> RunBatch(absl::Span<Job* const> jobs) override {
+  std::vector<absl::Status> Run(absl::Span<Job* const> jobs) override {
     Launch(std::vector<Job*>(jobs.begin(), jobs.end()));
-    for (Job* job : jobs) job->times.batch_size = static_cast<int64_t>(jobs.size());
+    if (jobs.size() > 1) {
+      for (Job* job : jobs) job->times.batch_size = static_cast<int64_t>(jobs.size());
+    }
     return std::vector<absl::Status>(jobs.size(), absl::OkStatus());
   }
   int64_t BatchCapacityBytes() const override { return capacity_; }
@@ -86,7 +84,7 @@ class SchedulerBatchingTest : public ::testing::Test {
     job->spec.problem.varlen = varlen;
     // Compared by address only; the fake never runs it.
     job->spec.kernel = reinterpret_cast<const KernelHandle*>(&kernel_tag_);
-    job->out = &outs_[id];
+    job->out = TensorDestination::Host(&outs_[id]);
     job->deadline = deadline;
     job->cancelled = &cancelled_[id];
     job->done = [this](std::unique_ptr<Job> j, absl::Status s) {
@@ -256,13 +254,13 @@ TEST_F(SchedulerBatchingTest, AnExecutorThatCannotBatchRunsEveryJobAlone) {
   EXPECT_EQ(fake_->launches(), (Launches{{"blocker"}, {"a1"}, {"a2"}}));
 }
 
-TEST(BatchKeyTest, OnlyDenseInlineRequestsWithOneKeyStack) {
+TEST(BatchKeyTest, OnlyDenseRequestsWithOneKeyStack) {
   const char tag = 0;
   std::string out;
   Job a;
   a.spec.problem = AttentionProblem::SelfAttention(2, 16, 4, 64);
   a.spec.kernel = reinterpret_cast<const KernelHandle*>(&tag);
-  a.out = &out;
+  a.out = TensorDestination::Host(&out);
   EXPECT_TRUE(Stackable(a));
   Job b;
   b.spec = a.spec;
@@ -283,17 +281,21 @@ TEST(BatchKeyTest, OnlyDenseInlineRequestsWithOneKeyStack) {
   Job varlen;
   varlen.spec = a.spec;
   varlen.spec.problem.varlen = true;
-  varlen.out = &out;
+  varlen.out = TensorDestination::Host(&out);
   EXPECT_FALSE(Stackable(varlen));
+  // Where the tensors are does not matter: the launch plan copies each to
+  // and from its place.
+  const char region_bytes[16] = {};
+  char region_out[16];
   Job region;
   region.spec = a.spec;
-  region.spec.paths.k = TensorPath::kSystemRegion;
-  region.out = &out;
-  EXPECT_FALSE(Stackable(region));
+  region.k = TensorSource::InRegion(absl::string_view(region_bytes, 16), SourceKind::kSystemRegion);
+  region.out = TensorDestination::InRegion(DestinationKind::kDeviceRegion, region_out);
+  EXPECT_TRUE(Stackable(region));
   Job no_lse;
   no_lse.spec = a.spec;
   no_lse.spec.problem.return_lse = true;  // and no place for the LSE
-  no_lse.out = &out;
+  no_lse.out = TensorDestination::Host(&out);
   EXPECT_FALSE(Stackable(no_lse));
 }
 

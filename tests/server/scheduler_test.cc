@@ -18,11 +18,11 @@ namespace attn::server {
 namespace {
 
 // Runs a job by waiting until the test releases it; records what ran.
-class FakeExecutor : public Executor {
+class FakeExecutor : public JobByJobExecutor {
  public:
   explicit FakeExecutor(std::string name) : name_(std::move(name)) {}
 
-  absl::Status Run(Job& job) override {
+  absl::Status RunJob(Job& job) override {
     {
       absl::MutexLock lock(&mu_);
       started_.push_back(job.spec.request_id);

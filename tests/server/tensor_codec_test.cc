@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "attn/device.h"
 #include "gtest/gtest.h"
 #include "backends/kernel_catalog.h"
 
@@ -318,13 +319,15 @@ TEST_F(CodecTest, HeaderDecodeIgnoresTensorBytes) {
 TEST_F(CodecTest, EncodesResponseHeader) {
   absl::StatusOr<RequestSpec> spec = DecodeAttendRequest(Valid(), limits_, catalog_);
   ASSERT_TRUE(spec.ok());
-  PhaseTimes times;
-  times.decode_ns = 1;
-  times.queue_ns = 2;
-  times.kernel_ns = 1000;
-  times.total_ns = 2000;
+  Job job;
+  job.spec = *spec;
+  job.times.decode_ns = 1;
+  job.times.queue_ns = 2;
+  job.times.kernel_ns = 1000;
+  job.times.total_ns = 2000;
+  job.device = "cpu (1 thread)";
   pb::AttendResponse response;
-  EncodeResponseHeader(*spec, times, "cpu", "cpu (1 thread)", &response);
+  EncodeResponseHeader(job, "cpu", &response);
   EXPECT_EQ(response.request_id(), "r-1");
   EXPECT_EQ(response.dtype(), pb::DTYPE_BFLOAT16);
   EXPECT_EQ(response.shape().head_dim(), 64);
@@ -348,7 +351,8 @@ TEST_F(CodecTest, EncodesResponseHeader) {
   causal.set_v(causal.k());
   spec = DecodeAttendRequest(causal, limits_, catalog_);
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EncodeResponseHeader(*spec, times, "cpu", "cpu (1 thread)", &response);
+  job.spec = *spec;
+  EncodeResponseHeader(job, "cpu", &response);
   EXPECT_DOUBLE_EQ(response.kernel_tflops(), 4.0 * 64 * 2 * 10 / 1000.0 * 1e-3);
   EXPECT_EQ(response.shape().kv_num_heads(), 1);
   EXPECT_EQ(response.shape().kv_seq_len(), 0);
@@ -364,6 +368,26 @@ TEST(KernelCatalogTest, CpuCatalogHasOnlyTheReference) {
       catalog->Resolve("", AttentionProblem::SelfAttention(1, 3, 1, 7));
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   EXPECT_EQ(*kernel, &catalog->default_kernel()) << "resolved once, handed out by address";
+}
+
+// The production kernel and the ladder asked of a CPU-only build: a CUDA
+// kernel this build does not have, not an unknown name (in a CUDA build the
+// test above covers the CPU backend's refusal).
+TEST(KernelCatalogTest, CudaKernelOfACpuOnlyBuildIsNamedAsSuch) {
+  if (BuiltWithCuda()) GTEST_SKIP() << "a CUDA build has the CUDA kernels";
+  absl::StatusOr<KernelCatalog> catalog = KernelCatalog::ForBackend(Backend::kCpu);
+  ASSERT_TRUE(catalog.ok());
+  for (const char* name : {kProductionKernelName, "k01_base", "k16_static_strides",
+                           "k07/128x64_w4_sliced_db"}) {
+    absl::StatusOr<const KernelHandle*> resolved =
+        catalog->Resolve(name, AttentionProblem::SelfAttention(1, 128, 1, 128));
+    EXPECT_EQ(resolved.status().code(), absl::StatusCode::kFailedPrecondition) << name;
+    EXPECT_NE(resolved.status().message().find("is a CUDA kernel"), std::string::npos)
+        << resolved.status();
+  }
+  absl::StatusOr<const KernelHandle*> unknown =
+      catalog->Resolve("no_such_kernel", AttentionProblem::SelfAttention(1, 128, 1, 128));
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound) << unknown.status();
 }
 
 TEST(KernelCatalogTest, GpuKernelOnCpuBackendIsRefused) {

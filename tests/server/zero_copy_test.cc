@@ -1,6 +1,6 @@
 // Unit tests of the server's copy-avoiding pieces: AttendRequestReader (a
 // request read from many slices, tensors left in place), the response
-// serialized around lent output memory, TensorBytes and ParallelCopier.
+// serialized around lent output memory, TensorSource and ParallelCopier.
 #include <atomic>
 #include <cstring>
 #include <limits>
@@ -17,7 +17,7 @@
 #include "frontend/response_writer.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
-#include "scheduling/tensor_bytes.h"
+#include "core/tensor_place.h"
 
 namespace attn::server {
 namespace {
@@ -40,7 +40,7 @@ grpc::ByteBuffer Sliced(const std::string& bytes, size_t slice) {
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
-std::string Flatten(const TensorBytes& t) {
+std::string Flatten(const TensorSource& t) {
   std::string out(static_cast<size_t>(t.size()), '\0');
   t.CopyTo(out.data());
   return out;
@@ -175,15 +175,15 @@ TEST(ResponseWriterTest, LentOutputParsesAsTheWholeMessageAndIsReleasedOnce) {
 TEST(TensorBytesTest, ContiguousGathersOnlyWhenItMust) {
   const std::string a = "abc", b = "defg";
   const std::string aligned(64, 'x');  // heap memory: aligned for any type
-  TensorBytes one{absl::string_view(aligned)};
+  TensorSource one{absl::string_view(aligned)};
   std::string scratch;
   EXPECT_EQ(one.Contiguous(&scratch, 8).data(), aligned.data()) << "used in place";
-  TensorBytes odd{absl::string_view(aligned).substr(1)};
+  TensorSource odd{absl::string_view(aligned).substr(1)};
   const absl::string_view gathered = odd.Contiguous(&scratch, 2);
   EXPECT_NE(gathered.data(), aligned.data() + 1) << "an odd offset is gathered";
   EXPECT_EQ(reinterpret_cast<uintptr_t>(gathered.data()) % 2, 0u);
   EXPECT_EQ(gathered, absl::string_view(aligned).substr(1));
-  TensorBytes two;
+  TensorSource two;
   two.Append(a);
   two.Append(b);
   two.Append("");
@@ -204,7 +204,7 @@ TEST(ParallelCopierTest, CopiesEveryByteFromManyCallersAtOnce) {
       callers.emplace_back([&, caller] {
         // Three tensors of uneven pieces, some above the 1 MiB chunk size.
         std::vector<std::string> storage;
-        std::vector<TensorBytes> tensors(3);
+        std::vector<TensorSource> tensors(3);
         std::vector<std::string> expected(3);
         std::mt19937 rng(caller);
         for (int t = 0; t < 3; ++t) {
@@ -241,7 +241,7 @@ TEST(ParallelCopierTest, CopiesEveryByteFromManyCallersAtOnce) {
 TEST(ParallelCopierTest, CopiesAnyByteRangeOfAManyPieceTensor) {
   std::mt19937 rng(3);
   std::vector<std::string> storage;
-  TensorBytes tensor;
+  TensorSource tensor;
   std::string whole;
   for (size_t size : {size_t{1}, size_t{4097}, size_t{3} << 20, size_t{7}, size_t{1} << 20}) {
     storage.push_back(RandomBytes(size, rng()));

@@ -6,6 +6,7 @@ relative error against a float64 NumPy reference exceeds --tolerance.
 `bench` measures requests/s at each --concurrency (threads sharing one
 client; bench.py). --transport picks the client's transport (Client's
 `transport`); health, attend and bench need no grpcio with the native one.
+`--version` prints the package's version (the repository's VERSION).
 """
 
 import argparse
@@ -13,6 +14,7 @@ import sys
 
 import numpy as np
 
+from ._version import __version__
 from .bench import bench
 from .client import TRANSPORTS, Client
 from .errors import AttnServeError
@@ -23,6 +25,7 @@ from .tensors import parse_dtype, to_float64, to_wire
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python3 -m attnserve_client", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"attnserve_client {__version__}")
     parser.add_argument("command", choices=["health", "info", "kernels", "attend", "bench"])
     parser.add_argument("--address", default="localhost:50051")
     parser.add_argument("--transport", choices=TRANSPORTS, default="auto")

@@ -28,9 +28,51 @@ _ATTEND_METHOD = "/attnserve.v1.Attention/Attend"
 _TENSOR_FIELDS = ((6, pb.TENSOR_Q), (7, pb.TENSOR_K), (8, pb.TENSOR_V))
 
 
+# As the C++ client (channel_factory.h, attention_client.cc WaitForReady):
+# a failed connection attempt is retried after 250 ms, not grpcio's 1 s, and
+# the wait ends this long after the first failure, not at connect_timeout.
+_INITIAL_RECONNECT_BACKOFF_MS = 250
+_FAILED_ATTEMPTS_GRACE_S = 1.0
+
+
 def _read_file(path):
     with open(path, "rb") as f:
         return f.read()
+
+
+def _wait_for_ready(channel, connect_timeout):
+    """None once the channel is READY, else why it did not become so."""
+    changed = threading.Condition()
+    seen = {"state": None, "failing_since": None}
+
+    def on_change(state):
+        with changed:
+            seen["state"] = state
+            if state == grpc.ChannelConnectivity.TRANSIENT_FAILURE and not seen["failing_since"]:
+                seen["failing_since"] = time.monotonic()
+            changed.notify_all()
+
+    deadline = time.monotonic() + connect_timeout
+    channel.subscribe(on_change, try_to_connect=True)
+    try:
+        with changed:
+            while seen["state"] != grpc.ChannelConnectivity.READY:
+                give_up = deadline
+                if seen["failing_since"]:
+                    give_up = min(deadline, seen["failing_since"] + _FAILED_ATTEMPTS_GRACE_S)
+                if time.monotonic() >= give_up:
+                    break
+                changed.wait(give_up - time.monotonic())
+            if seen["state"] == grpc.ChannelConnectivity.READY:
+                return None
+            if seen["failing_since"]:
+                failed_for = time.monotonic() - seen["failing_since"]
+                return (f"every connection attempt for {failed_for:.1f} s failed (refused, "
+                        "unreachable, or the name does not resolve): is attn_server running "
+                        "there?")
+            return f"nothing answered within {connect_timeout:g} s: is attn_server running there?"
+    finally:
+        channel.unsubscribe(on_change)
 
 
 class _Lease:
@@ -90,6 +132,7 @@ class GrpcTransport:
             ("grpc.max_send_message_length", int(max_message_bytes)),
             ("grpc.max_receive_message_length", int(max_message_bytes)),
             ("grpc.primary_user_agent", "attnserve-python-client"),
+            ("grpc.initial_reconnect_backoff_ms", _INITIAL_RECONNECT_BACKOFF_MS),
         ]
         if load_balancing_policy:
             options.append(("grpc.lb_policy_name", load_balancing_policy))
@@ -104,14 +147,11 @@ class GrpcTransport:
             self._channel = grpc.secure_channel(address, credentials, options=options)
         else:
             self._channel = grpc.insecure_channel(address, options=options)
-        try:
-            grpc.channel_ready_future(self._channel).result(timeout=connect_timeout)
-        except grpc.FutureTimeoutError:
+        why_not = _wait_for_ready(self._channel, connect_timeout)
+        if why_not:
             self._channel.close()
-            raise AttnServeConnectionError(
-                "connect", address, grpc.StatusCode.UNAVAILABLE,
-                f"nothing answered within {connect_timeout:g} s: is attn_server running there?"
-            ) from None
+            raise AttnServeConnectionError("connect", address, grpc.StatusCode.UNAVAILABLE,
+                                           why_not)
         self._stub = pb_grpc.AttentionStub(self._channel)
         self._lease = None
         self._lease_lock = threading.Lock()

@@ -125,6 +125,14 @@ def find_library():
 _library = None
 
 
+def _without_call_prefix(message, address):
+    """The C++ client's message less its "<rpc> to <address>: " prefix:
+    AttnServeError puts the RPC and address in front itself, and details()
+    is the server's own message, as with grpcio."""
+    rpc, separator, rest = message.partition(f" to {address}: ")
+    return rest if separator and rpc and " " not in rpc else message
+
+
 def _load(path):
     """The loaded library with its prototypes (once per process)."""
     global _library
@@ -227,7 +235,7 @@ class NativeTransport:
 
     def _error(self, rpc, code, error, connect=False):
         code = status_code(code)
-        details = error.value.decode("utf-8", "replace")
+        details = _without_call_prefix(error.value.decode("utf-8", "replace"), self.address)
         if connect and code.name == "UNAVAILABLE":
             return AttnServeConnectionError(rpc, self.address, code, details)
         return rpc_error(rpc, self.address, code, details)

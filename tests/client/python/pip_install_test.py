@@ -10,6 +10,10 @@ Then, from the venv's python in an unrelated directory: __version__ is the
 VERSION file's, the stubs load as attnserve.v1.attention_pb2 under their
 canonical proto path, and a call against the CPU-backend server works, with
 a server error caught as grpc.RpcError and a missed deadline as TimeoutError.
+The build is given libattn_client_c.so (ATTN_CLIENT_LIB, from
+ATTN_CLIENT_C_LIBRARY), so the installed package carries it and its calls
+take the native transport, whose errors name the RPC and address once;
+`python -m attnserve_client --version` prints the version.
 """
 
 import os
@@ -44,7 +48,19 @@ rng = np.random.default_rng(1)
 q, k, v = (rng.standard_normal((1, 32, 2, 16)).astype(np.float16) for _ in range(3))
 with ServerProcess(["--backend=cpu", "--cpu_threads=1"]) as server:
     with Client(server.address, timeout=60) as client:
+        # The library the build bundled, loaded from the installed package.
+        assert client.transport == "native", (client.transport, client.transport_reason)
+        assert client.transport_reason.startswith(os.path.dirname(attnserve_client.__file__)), \
+            client.transport_reason
         assert client.health() == "SERVING"
+        try:
+            client.attend(q, k, v, kernel="no_such_kernel")
+            raise AssertionError("an unknown kernel was accepted")
+        except AttnServeError as error:
+            text = str(error)
+            assert text.count(server.address) == 1, text
+            assert text.startswith(f"Attend to {server.address}: NOT_FOUND: kernel"), text
+            assert error.details().startswith("kernel 'no_such_kernel'"), error.details()
         out, timing = client.attend(q, k, v)
         ref = attention_reference(q, k, v)
         err = np.linalg.norm(out.astype(np.float64) - ref) / np.linalg.norm(ref)
@@ -88,8 +104,13 @@ def main():
         env = dict(os.environ, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
                    PYTHONDONTWRITEBYTECODE="1")
         env.pop("PYTHONPATH", None)
+        env.pop("ATTN_CLIENT_LIB", None)
+        build_env = dict(env, ATTN_CLIENT_LIB=os.environ["ATTN_CLIENT_C_LIBRARY"])
         run([python, "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-index",
-             os.path.join(src, "client", "python")], env=env, cwd=tmp)
+             os.path.join(src, "client", "python")], env=build_env, cwd=tmp)
+        printed = subprocess.run([python, "-m", "attnserve_client", "--version"], env=env, cwd=tmp,
+                                 check=True, capture_output=True, text=True).stdout
+        assert printed == f"attnserve_client {version}\n", printed
         run([python, "-m", "pip", "show", "attnserve-client"], env=env, cwd=tmp)
         run([os.path.join(venv, "bin", "attnserve-client"), "--help"], env=env, cwd=tmp,
             stdout=subprocess.DEVNULL)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 
 import grpc
@@ -163,10 +164,28 @@ class ClientTest(unittest.TestCase):
 
     def test_unreachable_address_raises_connection_error(self):
         with self.assertRaises(ConnectionError) as caught:
-            Client("127.0.0.1:1", connect_timeout=1)
+            Client("127.0.0.1:1", connect_timeout=1, transport=self.TRANSPORT)
         self.assertIn("127.0.0.1:1", str(caught.exception))
         self.assertIsInstance(caught.exception, AttnServeError)
         self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAVAILABLE)
+
+    def test_refused_connection_fails_long_before_the_connect_timeout(self):
+        start = time.monotonic()
+        with self.assertRaises(ConnectionError) as caught:
+            Client("127.0.0.1:1", connect_timeout=60, transport=self.TRANSPORT)
+        # About a second of retries; the bound leaves room for a loaded host.
+        self.assertLess(time.monotonic() - start, 20, str(caught.exception))
+        self.assertIn("refused", str(caught.exception))
+
+    def test_errors_name_the_rpc_and_address_once(self):
+        q = np.zeros((1, 8, 1, 8), np.float16)
+        with self.assertRaises(AttnServeError) as caught:
+            self.client.attend(q, q, q, kernel="no_such_kernel")
+        text = str(caught.exception)
+        self.assertEqual(text.count(SERVER.address), 1, text)
+        self.assertTrue(text.startswith(f"Attend to {SERVER.address}: NOT_FOUND: "), text)
+        self.assertTrue(caught.exception.details().startswith("kernel 'no_such_kernel'"),
+                        caught.exception.details())
 
     def test_missed_deadline_is_a_timeout(self):
         # A deadline already past when the call starts (gRPC rounds deadlines

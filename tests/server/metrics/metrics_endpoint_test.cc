@@ -14,7 +14,10 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "attnserve/v1/attention.grpc.pb.h"
 #include "e2e_util.h"
 #include "gtest/gtest.h"
@@ -57,7 +60,7 @@ TEST(MetricsEndpointTest, ServesCountsHistogramsAndGauges) {
   auto before = HttpGet(port, "/metrics");
   ASSERT_TRUE(before.ok()) << before.status();
   EXPECT_EQ(before->status, 200);
-  EXPECT_EQ(SampleValue(before->body, "attn_inference_pending_request_count"), 0) << before->body;
+  EXPECT_EQ(SampleValue(before->body, "attn_inference_pending_requests"), 0) << before->body;
   EXPECT_EQ(SampleValue(before->body,
                         R"(attn_inference_request_duration_seconds_count{kernel="cpu_reference"})"),
             std::nullopt);
@@ -114,7 +117,7 @@ TEST(MetricsEndpointTest, ServesCountsHistogramsAndGauges) {
   // 1x16x2x64 bf16: 4096 bytes each of q, k, v and out.
   EXPECT_EQ(SampleValue(text, "attn_inference_input_bytes_total"), kCalls * 3 * 4096);
   EXPECT_EQ(SampleValue(text, "attn_inference_output_bytes_total"), kCalls * 4096);
-  EXPECT_EQ(SampleValue(text, "attn_inference_pending_request_count"), 0);
+  EXPECT_EQ(SampleValue(text, "attn_inference_pending_requests"), 0);
   EXPECT_EQ(SampleValue(text, "attn_inference_in_flight_requests"), 0);
   EXPECT_EQ(SampleValue(text, "attn_stream_buffer_bytes"), 0);
   EXPECT_GT(*SampleValue(text, "attn_stream_buffer_limit_bytes"), 0);
@@ -167,6 +170,89 @@ TEST(MetricsEndpointTest, PinnedHeapArenaAndOverflowsAreExposed) {
   EXPECT_TRUE(exit->Clean()) << exit->ToString();
 }
 #endif
+
+// `promtool check metrics` (Debian's prometheus package) on `text`: its
+// exit status 0 and nothing printed, or what it said.
+absl::Status Promtool(const std::string& text) {
+  const char* binary = std::getenv("ATTN_PROMTOOL_BINARY");
+  const std::string promtool = binary != nullptr && *binary != '\0' ? binary : "/usr/bin/promtool";
+  const std::string input = TempPath("promtool_in"), output = TempPath("promtool_out");
+  std::ofstream(input) << text;
+  const int status = std::system(
+      absl::StrCat(promtool, " check metrics <", input, " >", output, " 2>&1").c_str());
+  const std::string said = ReadFile(output);
+  std::remove(input.c_str());
+  std::remove(output.c_str());
+  if (status == 0 && said.empty()) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(promtool, " check metrics (status ", status, "): ", said));
+}
+
+// The failure counter's samples with `code` and `reason`, over every rpc
+// and kernel label.
+double FailuresWith(const std::string& text, const std::string& code, const std::string& reason) {
+  double sum = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::StartsWith(line, "attn_inference_request_failure_total{") ||
+        !absl::StrContains(line, absl::StrCat("code=\"", code, "\"")) ||
+        !absl::StrContains(line, absl::StrCat("reason=\"", reason, "\""))) {
+      continue;
+    }
+    double value = 0;
+    if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) sum += value;
+  }
+  return sum;
+}
+
+// A call whose deadline passes while the server computes it: the client
+// sees DEADLINE_EXCEEDED, and so do the metrics; and the exposition, with
+// successes, failures and histograms in it, passes promtool's lint.
+TEST(MetricsEndpointTest, AMissedDeadlineIsCountedAsTheClientSawItAndPromtoolPasses) {
+  auto server = StartWithMetrics();
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = rpb::Attention::NewStub(server->process->NewChannel());
+  {
+    auto context = ContextWithDeadline(absl::Seconds(60));
+    rpb::AttendResponse response;
+    ASSERT_TRUE(stub->Attend(context.get(), Small("ok"), &response).ok());
+    context = ContextWithDeadline(absl::Seconds(60));
+    ASSERT_EQ(stub->Attend(context.get(), Small("bad", "no_such_kernel"), &response).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    // 69 GFLOP on one CPU thread: ten seconds or more; 4 MiB a tensor,
+    // which arrives well within the deadline (a call ended before it had
+    // arrived is counted the same, but one ended before it reached the
+    // server is not counted at all: the request is built first).
+    const rpb::AttendRequest late =
+        MakeRequest(MakeRandomInputs({1, 8192, 4, 64}, DType::kBFloat16, FreshSeed()), "late");
+    auto context = ContextWithDeadline(absl::Seconds(2));
+    rpb::AttendResponse response;
+    const grpc::Status status = stub->Attend(context.get(), late, &response);
+    ASSERT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+  }
+  // The server records the call once its work has stopped (between tiles).
+  std::string text;
+  const absl::Time give_up = absl::Now() + absl::Seconds(120);
+  while (absl::Now() < give_up) {
+    auto scraped = HttpGet(server->metrics_port, "/metrics");
+    ASSERT_TRUE(scraped.ok()) << scraped.status();
+    text = scraped->body;
+    if (FailuresWith(text, "DEADLINE_EXCEEDED", "client_deadline") +
+            FailuresWith(text, "CANCELLED", "client_deadline") >
+        0) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  SCOPED_TRACE(text);
+  EXPECT_EQ(FailuresWith(text, "DEADLINE_EXCEEDED", "client_deadline"), 1);
+  EXPECT_EQ(FailuresWith(text, "CANCELLED", "client_deadline"), 0);
+  const absl::Status lint = Promtool(text);
+  EXPECT_TRUE(lint.ok()) << lint;
+  auto exit = server->process->Stop();
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_TRUE(exit->Clean()) << exit->ToString();
+}
 
 TEST(MetricsEndpointTest, BadMetricsPortIsAUsageError) {
   ServerProcess::Options options;

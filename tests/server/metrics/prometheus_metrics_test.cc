@@ -131,7 +131,7 @@ TEST(PrometheusMetricsTest, CountsCallsByStatusAndKernel) {
 TEST(PrometheusMetricsTest, GaugesComeFromTheLoadSourceAtEachCollection) {
   PrometheusMetrics metrics;
   // No source yet (the runtime is not up): no gauges at all.
-  EXPECT_EQ(SampleValue(metrics.Text(), "attn_inference_pending_request_count"), std::nullopt);
+  EXPECT_EQ(SampleValue(metrics.Text(), "attn_inference_pending_requests"), std::nullopt);
 
   LoadSnapshot load;
   load.queued = 3;
@@ -144,7 +144,7 @@ TEST(PrometheusMetricsTest, GaugesComeFromTheLoadSourceAtEachCollection) {
   metrics.SetLoadSource([&load]() { return load; });
   std::string text = metrics.Text();
   SCOPED_TRACE(text);
-  EXPECT_EQ(SampleValue(text, "attn_inference_pending_request_count"), 3);
+  EXPECT_EQ(SampleValue(text, "attn_inference_pending_requests"), 3);
   EXPECT_EQ(SampleValue(text, "attn_inference_in_flight_requests"), 5);
   EXPECT_EQ(SampleValue(text, "attn_stream_buffer_bytes"), 1000);
   EXPECT_EQ(SampleValue(text, "attn_stream_buffer_limit_bytes"), 4000);
@@ -156,7 +156,7 @@ TEST(PrometheusMetricsTest, GaugesComeFromTheLoadSourceAtEachCollection) {
             0);
 
   load.queued = 0;  // read again at the next collection
-  EXPECT_EQ(SampleValue(metrics.Text(), "attn_inference_pending_request_count"), 0);
+  EXPECT_EQ(SampleValue(metrics.Text(), "attn_inference_pending_requests"), 0);
   metrics.SetLoadSource(nullptr);
   EXPECT_EQ(SampleValue(metrics.Text(), "attn_worker_healthy"), std::nullopt);
 }

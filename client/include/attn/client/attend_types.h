@@ -224,13 +224,15 @@ struct ClientTiming {
   bool streamed = false;
   // Unary calls this call was split into (ClientOptions::
   // split_calls_above_bytes), each on its own connection; 1: not split. A
-  // split call's shards run in parallel, so its ServerTiming holds each
-  // phase's maximum over the shards (total_ns included: the slowest shard),
-  // kernel_tflops is the whole call's FLOPs over the shards' summed kernel
-  // time; marshal_ns runs from the start of the fan-out until the last
-  // shard's request is built (the shards are built in parallel, the gather
-  // of head shards included), and unmarshal_ns sums parsing every response
-  // and scattering it into the output.
+  // split call's shards run side by side, so its figures are those of the
+  // shard that answered last (AttendResult::last_shard), the one the call
+  // waited for: ServerTiming is that shard's, marshal_ns runs from the
+  // call's start until that shard's request went to gRPC (the gathers of
+  // the shards built before it included), unmarshal_ns is parsing and
+  // scattering that shard's response. So the rows partition the round trip
+  // as an unsplit call's do. Every shard's own server figures are in
+  // AttendResult::shard_server; kernel_tflops is the whole call's FLOPs
+  // over the shards' summed kernel time.
   int shards = 1;
 
   // round_trip_ns minus client marshal/unmarshal and the server's total: the
@@ -253,7 +255,18 @@ struct AttendResult {
   std::string kernel;          // kernel that ran
   std::string backend;         // "cuda" or "cpu"
   std::string device;          // e.g. "NVIDIA H200 (cuda:0)"
-  double kernel_tflops = 0.0;  // as reported by the server
+  // As reported by the server; for a split call, its FLOPs over the
+  // shards' summed kernel time (SummedKernelNs).
+  double kernel_tflops = 0.0;
+  // A split call (client.shards > 1): each shard's server breakdown, in
+  // shard order, and the index of the shard that answered last, whose
+  // breakdown `server` is. Empty (and 0) when the call was not split.
+  std::vector<ServerTiming> shard_server;
+  int last_shard = 0;
+
+  // The kernel time of the whole problem: server.kernel_ns, or for a split
+  // call the sum over its shards.
+  int64_t SummedKernelNs() const;
 };
 
 }  // namespace attn

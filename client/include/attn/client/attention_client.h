@@ -158,6 +158,15 @@ class AttentionClient {
   // True when Attend would stream `inputs` under Transport::kAuto.
   bool WouldStream(const AttentionInputs& inputs) const;
 
+  // OK when a call on `geometry` (its tensors need not be filled in yet) is
+  // within the limits the server announced at Connect (ServerInfo
+  // limits.max_tokens_per_request); else RESOURCE_EXHAUSTED naming the
+  // tensor and the limit, as the server would answer. So a caller can learn
+  // before building gigabytes of inputs what the server would refuse. OK
+  // when the server info was not fetched. Attend and AttendAsync check it
+  // before sending anything.
+  absl::Status CheckServerLimits(const AttentionInputs& geometry) const;
+
  private:
   // One TCP connection (a channel with its own subchannel pool) and its stubs.
   struct Connection {
@@ -196,8 +205,9 @@ class AttentionClient {
   // (call_split.h), whose calls ReserveCalls counted.
   void StartSplit(std::shared_ptr<const AttentionInputs> inputs, const AttendOptions& options,
                   int shards, AttendCallback done);
-  // Shards a unary call of `inputs` could use: 1 unless it is splittable and
-  // above options_.split_calls_above_bytes.
+  // Shards a unary call of `inputs` could use: 1 unless it is splittable,
+  // above options_.split_calls_above_bytes and the server has more than one
+  // worker; at most the connections.
   int WantedShards(const AttentionInputs& inputs, const AttendOptions& options) const;
   // Counts a unary call as in flight: as min(wanted, idle connections)
   // calls when that is at least 2 (then returned: the call splits), else as

@@ -93,7 +93,10 @@ struct ClientOptions {
   // bytes are split into shards that travel on different connections in
   // parallel, when some of this client's connections are idle (fewer calls
   // in flight than connections): one HTTP/2 connection carries ~2 GB/s, so a
-  // large call at low concurrency is bound by the one it uses. Along the
+  // large call at low concurrency is bound by the one it uses. Not when
+  // the server has one worker (ServerInfo limits.workers, with
+  // fetch_server_info): it would run the shards in turn, slower than the
+  // whole call. Along the
   // batch, else along KV-head groups; the output is byte-identical to the
   // unsplit call's (AttendOptions::allow_split, ClientTiming::shards).
   // Varlen, region and streamed calls are never split. 0: never split.

@@ -1,4 +1,4 @@
-#include "server_options.h"
+#include "core/server_options.h"
 
 namespace attn::server {
 

@@ -1,4 +1,4 @@
-#include "backends/worker_fault_spec.h"
+#include "core/worker_fault_spec.h"
 
 #include <algorithm>
 

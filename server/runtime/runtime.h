@@ -14,12 +14,11 @@
 
 #include "absl/status/statusor.h"
 #include "attn/device.h"
-#include "attnserve/v1/attention.pb.h"
-#include "scheduling/byte_budget.h"
+#include "scheduling/admission.h"
 #include "backends/kernel_catalog.h"
 #include "limits/stream_watchdog.h"
 #include "scheduling/scheduler.h"
-#include "server_options.h"
+#include "core/server_options.h"
 #include "observability/load_snapshot.h"
 #include "observability/metrics_sink.h"
 #include "observability/stats.h"
@@ -36,19 +35,23 @@ class Runtime {
 
   const ServerOptions& options() const { return options_; }
   const Limits& limits() const { return options_.limits; }
-  const KernelCatalog& catalog() const { return catalog_; }
+  const KernelCatalog& catalog() const { return *catalog_; }
   absl::string_view backend_name() const { return backend_name_; }
   Scheduler& scheduler() { return *scheduler_; }
+  const Scheduler& scheduler() const { return *scheduler_; }
   Stats& stats() { return stats_; }
-  ByteBudget& stream_budget() { return stream_budget_; }
-  // Bytes of every admitted call, unary and streamed (--max_admitted_bytes).
-  ByteBudget& admitted_budget() { return admitted_budget_; }
+  const Stats& stats() const { return stats_; }
+  // The byte budgets every call is admitted against (--max_admitted_bytes,
+  // --max_stream_buffer_bytes, --max_peer_share).
+  Admission& admission() { return admission_; }
+  const Admission& admission() const { return admission_; }
   StreamWatchdog& stream_watchdog() { return stream_watchdog_; }
   // Shared-memory regions; null unless --allow_shared_memory.
   RegionRegistry* regions() { return regions_.get(); }
   const RegionRegistry* regions() const { return regions_.get(); }
   // How this backend maps region memory (page-locking, CUDA IPC).
   RegionBackend& region_backend() { return *region_backend_; }
+  const RegionBackend& region_backend() const { return *region_backend_; }
 
   // The server is cancelling the calls still in flight (its drain timeout
   // passed): a call cancelled from now on was ended by the server.
@@ -59,9 +62,8 @@ class Runtime {
   // the prefix random per process.
   std::string NextRequestId();
 
-  void FillServerInfo(attnserve::v1::ServerInfo* info) const;
-  void FillKernels(attnserve::v1::ListKernelsResponse* response) const;
-  void FillStats(attnserve::v1::ServerStats* stats) const;
+  // The CUDA devices served (empty on the CPU backend).
+  const std::vector<DeviceInfo>& devices() const { return devices_; }
 
   // Queue, byte budgets and worker health, read now (GetStats and metrics).
   LoadSnapshot Load() const;
@@ -78,17 +80,16 @@ class Runtime {
   void Stop() { scheduler_->Stop(); }
 
  private:
-  Runtime(const ServerOptions& options, KernelCatalog catalog);
+  Runtime(const ServerOptions& options, std::shared_ptr<const KernelCatalog> catalog);
 
   const ServerOptions options_;
-  const KernelCatalog catalog_;
+  const std::shared_ptr<const KernelCatalog> catalog_;  // never null
   std::vector<DeviceInfo> devices_;
   std::string choice_reason_;
   std::string backend_name_;
   std::unique_ptr<Scheduler> scheduler_;
   Stats stats_;
-  ByteBudget stream_budget_;
-  ByteBudget admitted_budget_;
+  Admission admission_;
   StreamWatchdog stream_watchdog_;
   std::atomic<bool> cancelling_calls_{false};
   std::atomic<MetricsSink*> metrics_sink_{nullptr};

@@ -1,4 +1,4 @@
-// server/scheduling/job.h
+// server/core/job.h
 //
 // The unit of work between the RPC front end, the scheduler and the
 // executors: one decoded attention request, the buffers it reads and writes,
@@ -7,8 +7,8 @@
 //
 // Ownership: the front end owns the input and output memory a Job points to
 // and keeps it alive until the Job's `done` callback has run.
-#ifndef ATTN_SERVER_JOB_H_
-#define ATTN_SERVER_JOB_H_
+#ifndef ATTN_SERVER_CORE_JOB_H_
+#define ATTN_SERVER_CORE_JOB_H_
 
 #include <atomic>
 #include <cstdint>
@@ -22,15 +22,9 @@
 #include "absl/time/time.h"
 #include "attn/attention.h"
 #include "attn/problem.h"
-#include "scheduling/tensor_bytes.h"
+#include "core/tensor_place.h"
 
 namespace attn::server {
-
-// How each tensor of a request travels.
-struct SpecPaths {
-  TensorPath q = TensorPath::kInline, k = TensorPath::kInline, v = TensorPath::kInline,
-             out = TensorPath::kInline, lse = TensorPath::kInline;
-};
 
 // A validated request: what to compute, before any tensor bytes are looked
 // at. Copyable; the kernel handle points into the server's KernelCatalog,
@@ -44,9 +38,6 @@ struct RequestSpec {
   std::vector<int32_t> cu_seqlens_q, cu_seqlens_k;
   // The kernel, resolved once for this server's backend and problem.
   const KernelHandle* kernel = nullptr;
-  // How each tensor travels: inline unless the request named a region for
-  // it (frontend/region_refs.h).
-  SpecPaths paths;
 
   const KernelInfo& kernel_info() const { return kernel->info(); }
   // Bytes of Q (and of O), of K (and of V), and of the float32 LSE (0 unless
@@ -57,16 +48,6 @@ struct RequestSpec {
   // Bytes in (q, k, v) and out (o, lse) of the request.
   int64_t InputBytes() const { return QBytes() + 2 * KVBytes(); }
   int64_t OutputBytes() const { return QBytes() + LseBytes(); }
-  // Of those, the bytes carried inline in messages (the rest stay in regions).
-  int64_t InlineInputBytes() const {
-    return (paths.q == TensorPath::kInline ? QBytes() : 0) +
-           (paths.k == TensorPath::kInline ? KVBytes() : 0) +
-           (paths.v == TensorPath::kInline ? KVBytes() : 0);
-  }
-  int64_t InlineOutputBytes() const {
-    return (paths.out == TensorPath::kInline ? QBytes() : 0) +
-           (paths.lse == TensorPath::kInline ? LseBytes() : 0);
-  }
   // The work of the call (exact for masks and ragged lengths).
   double Flops() const {
     return problem.varlen ? problem.Flops(cu_seqlens_q.data(), cu_seqlens_k.data())
@@ -119,20 +100,14 @@ struct Job {
   RequestSpec spec;
   // Inputs, little-endian 16-bit elements: q has spec.QBytes(), k and v
   // spec.KVBytes() each, where the front end received them.
-  TensorBytes q, k, v;
-  // Outputs: the executor resizes *out to spec.QBytes() and writes O, and,
-  // when spec.problem.return_lse, *lse to spec.LseBytes() with the float32
-  // (little-endian) log-sum-exp of each query row. lse is null otherwise.
-  std::string* out = nullptr;
-  std::string* lse = nullptr;
-  // Set by a front end that can send from an OutputBuffer (unary Attend). An
-  // executor may then leave O and the LSE in `output` instead of *out and
-  // *lse; it falls back to them when it has no buffer to lend.
-  bool takes_output_buffer = false;
-  std::unique_ptr<OutputBuffer> output;
-  // O and the LSE into regions the request named (tensor_bytes.h): when
-  // in_region(), the executor writes there and leaves *out / *lse alone.
-  OutputPlace out_place, lse_place;
+  TensorSource q, k, v;
+  // Outputs: O (spec.QBytes()) and, when spec.problem.return_lse, the
+  // float32 (little-endian) log-sum-exp of each query row (spec.LseBytes());
+  // `lse` is unset otherwise. An executor writes each where its destination
+  // says; for kResponse it may instead lend memory holding both (`lent`,
+  // only when every output set is kResponse).
+  TensorDestination out, lse;
+  std::unique_ptr<OutputBuffer> lent;
 
   absl::Time arrival;                            // total_ns counts from here
   absl::Time deadline = absl::InfiniteFuture();  // the client's deadline
@@ -146,6 +121,27 @@ struct Job {
   bool Cancelled() const {
     return cancelled != nullptr && cancelled->load(std::memory_order_acquire);
   }
+  // Bytes of the inputs and outputs that travel in messages (what the
+  // server's memory holds for this call); those in regions are not counted.
+  int64_t MessageInputBytes() const {
+    return (q.in_region() ? 0 : spec.QBytes()) + (k.in_region() ? 0 : spec.KVBytes()) +
+           (v.in_region() ? 0 : spec.KVBytes());
+  }
+  int64_t MessageOutputBytes() const {
+    return (out.in_region() ? 0 : spec.QBytes()) +
+           (spec.problem.return_lse && !lse.in_region() ? spec.LseBytes() : 0);
+  }
+  // True when some tensor is in a region.
+  bool UsesRegions() const {
+    return q.in_region() || k.in_region() || v.in_region() || out.in_region() ||
+           (spec.problem.return_lse && lse.in_region());
+  }
+  // True when the executor may lend `lent` instead of writing the outputs:
+  // every output goes into the response.
+  bool MayLendOutputs() const {
+    return out.kind == DestinationKind::kResponse &&
+           (!spec.problem.return_lse || lse.kind == DestinationKind::kResponse);
+  }
 };
 
 // Whole nanoseconds in `d` (saturating).
@@ -153,4 +149,4 @@ inline int64_t ToNanos(absl::Duration d) { return absl::ToInt64Nanoseconds(d); }
 
 }  // namespace attn::server
 
-#endif  // ATTN_SERVER_JOB_H_
+#endif  // ATTN_SERVER_CORE_JOB_H_

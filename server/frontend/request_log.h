@@ -18,8 +18,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "scheduling/job.h"
-#include "runtime.h"
+#include "core/job.h"
+#include "runtime/runtime.h"
 #include "observability/stats.h"
 
 namespace attn::server {
@@ -30,9 +30,11 @@ FailureKind ClassifySchedulerStatus(const absl::Status& status);
 // Who ended a call that is CANCELLED or DEADLINE_EXCEEDED (the scheduler
 // dropped it, the CPU kernel stopped, gRPC cancelled it): the server's drain
 // timeout when the server is cancelling its calls, the client's deadline
-// when it has passed, else the client. Other statuses are classified as
+// when it has passed (or is less than 100 ms away: the client's own came
+// first), else the client. Other statuses are classified as
 // ClassifySchedulerStatus does. Returns the status with who ended the call
-// appended to its message, and sets *kind.
+// appended to its message, and sets *kind; a call the client's deadline
+// ended is DEADLINE_EXCEEDED, the code that client saw.
 absl::Status AttributeEnd(const Runtime& runtime, const absl::Status& status,
                           absl::Time deadline, FailureKind* kind);
 
@@ -44,6 +46,9 @@ struct RequestOutcome {
   FailureKind failure = FailureKind::kOther;  // for a non-OK status
   PhaseTimes times;
   absl::string_view device;
+  // The call's job once it has one: which tensors were in regions. Without
+  // one every tensor of `spec` counts as in the messages.
+  const Job* job = nullptr;
 };
 
 // Logs `outcome`, counts it in runtime.stats() and hands it to

@@ -1,37 +1,31 @@
-// server/scheduling/batch_key.h
+// server/core/batch_key.h
 //
 // Which jobs may share one kernel launch (request batching, scheduler.h):
-// dense requests whose tensors all travel inline, with the same dtype,
-// kernel and problem except its batch. Q, K, V, O are [batch, seq, heads,
-// dim] and the LSE [batch, heads, seq], each contiguous, so stacking such
-// requests along batch is concatenating their bytes, and each request's
-// output is its own consecutive slice of the stacked output.
-#ifndef ATTN_SERVER_BATCH_KEY_H_
-#define ATTN_SERVER_BATCH_KEY_H_
+// dense requests with the same dtype, kernel and problem except its batch.
+// Q, K, V, O are [batch, seq, heads, dim] and the LSE [batch, heads, seq],
+// each contiguous, so stacking such requests along batch is placing each
+// one's bytes at its offset, and each request's output is its own
+// consecutive slice of the stacked output. Where the tensors are (message,
+// region, device) does not matter: the launch plan copies each to and from
+// its place (backends/launch_plan.h).
+#ifndef ATTN_SERVER_CORE_BATCH_KEY_H_
+#define ATTN_SERVER_CORE_BATCH_KEY_H_
 
 #include <algorithm>
 #include <cstdint>
 
 #include "absl/types/span.h"
 #include "attn/problem.h"
-#include "scheduling/job.h"
+#include "core/job.h"
 
 namespace attn::server {
 
-// True when `job` may be stacked with others: dense (not varlen), every
-// tensor inline (no region in or out), and a place for O (and the LSE).
+// True when `job` may be stacked with others: dense (not varlen), with a
+// kernel and a place for O (and the LSE).
 inline bool Stackable(const Job& job) {
   const RequestSpec& s = job.spec;
-  const SpecPaths& p = s.paths;
-  for (TensorPath path : {p.q, p.k, p.v, p.out, p.lse}) {
-    if (path != TensorPath::kInline) return false;
-  }
-  for (const TensorBytes* t : {&job.q, &job.k, &job.v}) {
-    if (t->path() != TensorPath::kInline) return false;
-  }
-  return !s.problem.varlen && s.kernel != nullptr && !job.out_place.in_region() &&
-         !job.lse_place.in_region() && job.out != nullptr &&
-         (!s.problem.return_lse || job.lse != nullptr);
+  return !s.problem.varlen && s.kernel != nullptr && job.out.set() &&
+         (!s.problem.return_lse || job.lse.set());
 }
 
 // True when two stackable requests compute the same function of their
@@ -62,4 +56,4 @@ inline AttentionProblem StackedProblem(absl::Span<Job* const> jobs) {
 
 }  // namespace attn::server
 
-#endif  // ATTN_SERVER_BATCH_KEY_H_
+#endif  // ATTN_SERVER_CORE_BATCH_KEY_H_

@@ -15,8 +15,8 @@
 #include "absl/time/time.h"
 #include "attn/dtype.h"
 #include "attn/http2_tuning.h"
-#include "backends/worker_fault_spec.h"
-#include "observability/log.h"
+#include "core/worker_fault_spec.h"
+#include "core/log.h"
 
 namespace attn::server {
 
@@ -59,6 +59,11 @@ struct Limits {
   // inputs and outputs of each, from admission until the response is sent);
   // beyond it RESOURCE_EXHAUSTED. 0: eight calls of the largest size.
   int64_t max_admitted_bytes = 0;
+  // The most of either budget one caller (a connection, or a token's
+  // identity with tokens on) may hold over several calls at once, in (0, 1];
+  // a caller's first call is admitted whenever it fits
+  // (scheduling/admission.h).
+  double max_peer_share = 0.5;
 
   // Bytes of one tensor of the largest allowed size, in the widest dtype.
   int64_t MaxTensorBytes() const {

@@ -1,4 +1,4 @@
-#include "observability/request_log.h"
+#include "frontend/request_log.h"
 
 #include <string>
 
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "observability/log.h"
+#include "core/log.h"
 #include "frontend/tensor_codec.h"
 
 namespace attn::server {
@@ -29,6 +29,11 @@ FailureKind ClassifySchedulerStatus(const absl::Status& status) {
   }
 }
 
+// `deadline` is the call's arrival plus the client's timeout, so it falls a
+// little after the client's own deadline (by the time the request's header
+// took to arrive): a cancellation this close before it is that deadline.
+constexpr absl::Duration kDeadlineSkew = absl::Milliseconds(100);
+
 absl::Status AttributeEnd(const Runtime& runtime, const absl::Status& status,
                           absl::Time deadline, FailureKind* kind) {
   const absl::StatusCode code = status.code();
@@ -37,25 +42,34 @@ absl::Status AttributeEnd(const Runtime& runtime, const absl::Status& status,
     return status;
   }
   absl::string_view who;
+  // The code the client saw: its own deadline ends the call as
+  // DEADLINE_EXCEEDED there, whatever stopped the work here.
+  absl::StatusCode seen = code;
   if (runtime.cancelling_calls()) {
     *kind = FailureKind::kDrain;
     who = "by the server: its drain timeout (--drain_timeout_s) passed";
-  } else if (code == absl::StatusCode::kDeadlineExceeded || absl::Now() >= deadline) {
+  } else if (code == absl::StatusCode::kDeadlineExceeded ||
+             absl::Now() >= deadline - kDeadlineSkew) {
     *kind = FailureKind::kDeadline;
     who = "by the client's deadline";
+    seen = absl::StatusCode::kDeadlineExceeded;
   } else {
     *kind = FailureKind::kCancelled;
     who = "by the client";
   }
-  return absl::Status(code, absl::StrCat(status.message(), " (ended ", who, ")"));
+  return absl::Status(seen, absl::StrCat(status.message(), " (ended ", who, ")"));
 }
 
 void RecordOutcome(Runtime& runtime, const RequestOutcome& o) {
   const bool ok = o.status.ok();
   const absl::StatusCode code = o.status.code();
   // Tensor bytes in the messages; those in regions are counted apart.
-  const int64_t bytes_in = o.spec != nullptr ? o.spec->InlineInputBytes() : 0;
-  const int64_t bytes_out = o.spec != nullptr ? o.spec->InlineOutputBytes() : 0;
+  const int64_t bytes_in = o.job != nullptr    ? o.job->MessageInputBytes()
+                           : o.spec != nullptr ? o.spec->InputBytes()
+                                               : 0;
+  const int64_t bytes_out = o.job != nullptr    ? o.job->MessageOutputBytes()
+                            : o.spec != nullptr ? o.spec->OutputBytes()
+                                                : 0;
   if (ok) {
     Stats::TensorBytesMoved moved{bytes_in, bytes_out, 0, 0};
     if (o.spec != nullptr) {

@@ -1,4 +1,4 @@
-#include "observability/log.h"
+#include "core/log.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "backends/first_fit_ranges.h"
+#include "pinned_heap/first_fit_ranges.h"
 
 #include <iterator>
 
