@@ -34,6 +34,11 @@ class AttnLib:
             ctypes.c_int64, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_float,
             ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
         self.lib.attn_forward_ex.restype = ctypes.c_int
+        self.lib.attn_forward_split.argtypes = (
+            self.lib.attn_forward_ex.argtypes[:21]
+            + [ctypes.c_int, ctypes.c_void_p, ctypes.c_int64]
+            + self.lib.attn_forward_ex.argtypes[21:])
+        self.lib.attn_forward_split.restype = ctypes.c_int
         self.lib.attn_list_kernels.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
         self.lib.attn_list_kernels.restype = ctypes.c_size_t
         self.error = ctypes.create_string_buffer(1024)
@@ -54,9 +59,11 @@ class AttnLib:
 
     def forward_ex(self, name, dtype_code, q, k, v, out, causal=False, window=(-1, -1),
                    lse=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0,
-                   max_seqlen_k=0):
+                   max_seqlen_k=0, workspace=None, num_splits=0):
         """FA2's conventions: q (B, Sq, Hq, D), k/v (B, Sk, Hkv, D); with cu_seqlens
-        (int32 CUDA tensors) q is (total_q, Hq, D) and k/v (total_k, Hkv, D)."""
+        (int32 CUDA tensors) q is (total_q, Hq, D) and k/v (total_k, Hkv, D).
+        workspace: a CUDA tensor the kernel may use for split-KV (attn_forward_split),
+        num_splits 0 for the kernel's choice."""
         if cu_seqlens_q is not None:
             total_q, hq, d = q.shape
             total_k, hkv, _ = k.shape
@@ -67,10 +74,13 @@ class AttnLib:
             sk, hkv = k.shape[1], k.shape[2]
             total_q = total_k = 0
             cq = ck = None
-        rc = self.lib.attn_forward_ex(
+        split = () if workspace is None else (num_splits, workspace.data_ptr(),
+                                              workspace.numel() * workspace.element_size())
+        fn = self.lib.attn_forward_ex if workspace is None else self.lib.attn_forward_split
+        rc = fn(
             name.encode(), dtype_code, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
             None if lse is None else lse.data_ptr(), cq, ck, b, sq, sk, hq, hkv, d, int(causal),
-            window[0], window[1], 0.0, total_q, total_k,
+            window[0], window[1], 0.0, total_q, total_k, *split,
             torch.cuda.current_stream().cuda_stream, self.error, 1024)
         if rc != 0:
             raise RuntimeError(f"{name}: status {rc}: {self.error.value.decode()}")

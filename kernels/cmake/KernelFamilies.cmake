@@ -109,7 +109,7 @@ function(attn_family_object_library out target family includes)
   set(${out} ${objects} PARENT_SCOPE)
 endfunction()
 
-# Generates one instance_*.cu per ATTN_PRODUCTION or ATTN_KERNEL row of
+# Generates one instance_*.cu per ATTN_PRODUCTION, ATTN_DECODE or ATTN_KERNEL row of
 # `TABLE` (instance.cu.in: the explicit instantiations of one configuration,
 # fp16 and bf16, from `HEADER`, found in src/cuda or `INCLUDES`) and
 # compiles each in its family's OBJECT library, so nvcc compiles them in
@@ -119,7 +119,7 @@ endfunction()
 function(attn_add_kernel_instances target)
   cmake_parse_arguments(ARG "" "TABLE;HEADER" "INCLUDES" ${ARGN})
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${ARG_TABLE})
-  file(STRINGS ${ARG_TABLE} rows REGEX "^ATTN_(KERNEL|PRODUCTION)\\(")
+  file(STRINGS ${ARG_TABLE} rows REGEX "^ATTN_(KERNEL|PRODUCTION|DECODE)\\(")
   set(ATTN_INSTANCE_HEADER ${ARG_HEADER})
   foreach(row IN LISTS rows)
     if(row MATCHES "^ATTN_KERNEL\\(\"([^\"]+)\", *[0-9]+, *([a-z0-9_]+), *([^,]+),")
@@ -132,6 +132,11 @@ function(attn_add_kernel_instances target)
       string(MAKE_C_IDENTIFIER "production_${CMAKE_MATCH_2}" instance)
       set(ATTN_INSTANCE_CONFIG "${CMAKE_MATCH_2}")
       set(ATTN_INSTANCE_MACRO ATTN_INSTANTIATE_ALL)
+    elseif(row MATCHES "^ATTN_DECODE\\(([a-z0-9_]+), *([^)]+)\\)")
+      set(family ${CMAKE_MATCH_1})
+      string(MAKE_C_IDENTIFIER "decode_${CMAKE_MATCH_2}" instance)
+      set(ATTN_INSTANCE_CONFIG "${CMAKE_MATCH_2}")
+      set(ATTN_INSTANCE_MACRO ATTN_INSTANTIATE_DECODE)
     else()
       message(FATAL_ERROR "${ARG_TABLE}: cannot read row: ${row}")
     endif()

@@ -37,20 +37,20 @@ extern "C" int attn_forward(const char* kernel, int dtype, const void* q, const 
                 error_size);
 }
 
-extern "C" int attn_forward_ex(const char* kernel, int dtype, const void* q, const void* k,
-                               const void* v, void* out, float* lse,
-                               const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_k,
-                               int64_t batch, int64_t seqlen_q, int64_t seqlen_k,
-                               int64_t heads_q, int64_t heads_kv, int64_t head_dim, int causal,
-                               int64_t window_left, int64_t window_right, float softmax_scale,
-                               int64_t total_q, int64_t total_k, void* stream, char* error,
-                               size_t error_size) {
-  RegisterLibraries();
-  if (kernel == nullptr) {
-    return ReportToC(absl::InvalidArgumentError("kernel is NULL"), error, error_size);
-  }
+namespace {
+
+// attn_forward_ex's problem and arguments.
+absl::StatusOr<attn::AttentionArgs> ExArgs(int dtype, const void* q, const void* k,
+                                           const void* v, void* out, float* lse,
+                                           const int32_t* cu_seqlens_q,
+                                           const int32_t* cu_seqlens_k, int64_t batch,
+                                           int64_t seqlen_q, int64_t seqlen_k, int64_t heads_q,
+                                           int64_t heads_kv, int64_t head_dim, int causal,
+                                           int64_t window_left, int64_t window_right,
+                                           float softmax_scale, int64_t total_q,
+                                           int64_t total_k) {
   absl::StatusOr<attn::DType> type = DTypeFromC(dtype);
-  if (!type.ok()) return ReportToC(type.status(), error, error_size);
+  if (!type.ok()) return type.status();
   attn::AttentionProblem problem;
   problem.batch = batch;
   problem.seqlen_q = seqlen_q;
@@ -72,8 +72,49 @@ extern "C" int attn_forward_ex(const char* kernel, int dtype, const void* q, con
   attn::AttentionArgs args = attn::AttentionArgs::Contiguous(problem, *type, q, k, v, out, lse);
   args.cu_seqlens_q = cu_seqlens_q;
   args.cu_seqlens_k = cu_seqlens_k;
-  return ReportToC(attn::Forward(args, kernel, static_cast<CUstream_st*>(stream)), error,
-                error_size);
+  return args;
+}
+
+}  // namespace
+
+extern "C" int attn_forward_ex(const char* kernel, int dtype, const void* q, const void* k,
+                               const void* v, void* out, float* lse,
+                               const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_k,
+                               int64_t batch, int64_t seqlen_q, int64_t seqlen_k,
+                               int64_t heads_q, int64_t heads_kv, int64_t head_dim, int causal,
+                               int64_t window_left, int64_t window_right, float softmax_scale,
+                               int64_t total_q, int64_t total_k, void* stream, char* error,
+                               size_t error_size) {
+  return attn_forward_split(kernel, dtype, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, batch,
+                            seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, causal, window_left,
+                            window_right, softmax_scale, total_q, total_k, /*num_splits=*/0,
+                            /*workspace=*/nullptr, /*workspace_bytes=*/0, stream, error,
+                            error_size);
+}
+
+extern "C" int attn_forward_split(const char* kernel, int dtype, const void* q, const void* k,
+                                  const void* v, void* out, float* lse,
+                                  const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_k,
+                                  int64_t batch, int64_t seqlen_q, int64_t seqlen_k,
+                                  int64_t heads_q, int64_t heads_kv, int64_t head_dim,
+                                  int causal, int64_t window_left, int64_t window_right,
+                                  float softmax_scale, int64_t total_q, int64_t total_k,
+                                  int num_splits, void* workspace, int64_t workspace_bytes,
+                                  void* stream, char* error, size_t error_size) {
+  RegisterLibraries();
+  if (kernel == nullptr) {
+    return ReportToC(absl::InvalidArgumentError("kernel is NULL"), error, error_size);
+  }
+  absl::StatusOr<attn::AttentionArgs> args =
+      ExArgs(dtype, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, batch, seqlen_q, seqlen_k,
+             heads_q, heads_kv, head_dim, causal, window_left, window_right, softmax_scale,
+             total_q, total_k);
+  if (!args.ok()) return ReportToC(args.status(), error, error_size);
+  args->num_splits = num_splits;
+  args->workspace = workspace;
+  args->workspace_bytes = workspace_bytes;
+  return ReportToC(attn::Forward(*args, kernel, static_cast<CUstream_st*>(stream)), error,
+                   error_size);
 }
 
 extern "C" int attn_kernel_caps(const char* kernel, attn_kernel_caps_t* caps) {

@@ -17,9 +17,11 @@ const std::vector<KernelFamily>& KernelFamilies() {
 #define ATTN_FAMILY(family, min_cc, scope, features) \
   {#family, min_cc, absl::string_view(#scope) == "arch_specific", features, ATTN_FAMILY_ARCHS_##family},
 #define ATTN_PRODUCTION(family, config)
+#define ATTN_DECODE(family, config)
 #include "cuda/kernel_table.inc"
 #undef ATTN_FAMILY
 #undef ATTN_PRODUCTION
+#undef ATTN_DECODE
   };
   return families;
 }

@@ -7,9 +7,7 @@ namespace attn {
 
 absl::Status KernelHandle::Run(const AttentionArgs& args, CUstream_st* stream) const {
   if (absl::Status st = ValidateArgs(args, info_); !st.ok()) return st;
-  if (absl::Status st = ValidateWorkspace(args, WorkspaceBytes(args.problem), info_); !st.ok()) {
-    return st;
-  }
+  if (absl::Status st = ValidateWorkspace(args, info_); !st.ok()) return st;
   if (entry_.check != nullptr) {
     if (absl::Status st = entry_.check(impl_, info_, args); !st.ok()) return st;
   }

@@ -73,6 +73,13 @@ std::string AttentionProblem::ToString() const {
   return s;
 }
 
+int64_t SplitKvWorkspaceBytes(const AttentionProblem& problem, int num_splits) {
+  if (num_splits <= 1) return 0;
+  // Per split and query row (as the LSE indexes them): head_dim floats of
+  // partial O and one of LSE.
+  return int64_t{num_splits} * problem.QTokens() * problem.heads_q * (problem.head_dim + 1) * 4;
+}
+
 TensorStrides ContiguousStrides(int64_t seq_len, int64_t heads, int64_t head_dim) {
   TensorStrides s;
   s.head = head_dim;

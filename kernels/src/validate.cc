@@ -341,14 +341,28 @@ absl::Status ValidateArgs(const AttentionArgs& args, const KernelInfo& kernel) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateWorkspace(const AttentionArgs& args, int64_t bytes,
-                               const KernelInfo& kernel) {
-  if (bytes == 0) return absl::OkStatus();
-  if (args.workspace == nullptr) {
-    return Invalid(absl::StrFormat("workspace is null; kernel '%s' needs %d bytes of scratch for %s",
-                                   kernel.name, bytes, args.problem.ToString()));
+absl::Status ValidateWorkspace(const AttentionArgs& args, const KernelInfo& kernel) {
+  if (args.num_splits < 0 || args.num_splits > kMaxSplits) {
+    return Invalid(absl::StrFormat("num_splits is %d; it must be in [0, %d] (0: the kernel's choice)",
+                                   args.num_splits, kMaxSplits));
   }
-  return CheckPointer("workspace", args.workspace, kGpuAlignBytes, "");
+  if (args.workspace_bytes < 0) {
+    return Invalid(absl::StrFormat("workspace_bytes is %d; it must be >= 0", args.workspace_bytes));
+  }
+  if (args.workspace != nullptr) {
+    if (absl::Status st = CheckPointer("workspace", args.workspace, kGpuAlignBytes, ""); !st.ok()) {
+      return st;
+    }
+  }
+  const int64_t needed = SplitKvWorkspaceBytes(args.problem, args.num_splits);
+  const int64_t given = args.workspace == nullptr ? 0 : args.workspace_bytes;
+  if (given < needed) {
+    return Invalid(absl::StrFormat(
+        "workspace_bytes is %d%s; num_splits = %d needs %d bytes of workspace for %s (kernel '%s')",
+        given, args.workspace == nullptr ? " (workspace is null)" : "", args.num_splits, needed,
+        args.problem.ToString(), kernel.name));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace attn

@@ -191,14 +191,29 @@ class DeviceCase {
   }
 
   // Poisons O (padding included) and LSE, runs `kernel` (Run, or Launch:
-  // no checks), checks everything.
-  void Check(const KernelHandle& kernel, bool launch = false) {
+  // no checks), checks everything. num_splits >= 0: with a workspace
+  // (poisoned too) sized for that many splits or the kernel's own choice,
+  // and args.num_splits = num_splits; -1: no workspace.
+  void Check(const KernelHandle& kernel, bool launch = false, int num_splits = -1) {
     const AttentionProblem& p = c_.problem;
-    SCOPED_TRACE(kernel.info().name + " " + Describe());
+    SCOPED_TRACE(kernel.info().name + " " + Describe() +
+                 (num_splits >= 0 ? absl::StrCat(" num_splits=", num_splits) : ""));
     // 0xffff: NaN in fp16, bf16 and (0xffffffff) float32.
     ATTN_ASSERT_CUDA(cudaMemset(out_->get(), 0xff, out_->bytes()));
     ATTN_ASSERT_CUDA(cudaMemset(lse_->get(), 0xff, lse_->bytes()));
-    const absl::Status st = launch ? kernel.Launch(Args(), nullptr) : kernel.Run(Args(), nullptr);
+    AttentionArgs args = Args();
+    std::unique_ptr<DeviceBuffer> workspace;
+    if (num_splits >= 0) {
+      const int64_t bytes = std::max<int64_t>(
+          {SplitKvWorkspaceBytes(p, num_splits), kernel.WorkspaceBytes(p), 16});
+      workspace = std::make_unique<DeviceBuffer>(bytes);
+      ASSERT_NE(workspace->get(), nullptr);
+      ATTN_ASSERT_CUDA(cudaMemset(workspace->get(), 0xff, bytes));
+      args.workspace = workspace->get();
+      args.workspace_bytes = bytes;
+      args.num_splits = num_splits;
+    }
+    const absl::Status st = launch ? kernel.Launch(args, nullptr) : kernel.Run(args, nullptr);
     ASSERT_TRUE(st.ok()) << st;
     ATTN_ASSERT_CUDA(cudaDeviceSynchronize());
     const std::vector<uint16_t> laid_out = out_->ToHost<uint16_t>();
@@ -502,6 +517,70 @@ TEST_P(GpuKernelsTest, RandomCombinationsMatchReference) {
 }
 
 // Large scores (softmax nearly one-hot) must not overflow the online softmax.
+// flash_fwd's decode tile (few query rows: GQA-packed, split-KV) with
+// every split count forced and with its own choice, against the reference,
+// the workspace NaN-poisoned: Sq 1…16, Sk from 1 past block edges to long,
+// GQA ratios 1…8 and MQA, every head_dim, causal, windows, LSE, varlen
+// with empty sequences.
+TEST_P(GpuKernelsTest, DecodeSplitsMatchReference) {
+  const absl::StatusOr<KernelHandle> kernel = ResolveKernel(kProductionKernelName);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  std::vector<GpuCase> cases;
+  for (int64_t sk : {1, 31, 32, 33, 1000, 8192}) {
+    cases.push_back(Make(absl::StrCat("decode Sk=", sk), DenseProblem(3, 1, sk, 32, 8, 128, true)));
+  }
+  for (int64_t sq : {2, 4, 5, 16}) {
+    cases.push_back(
+        Make(absl::StrCat("speculative Sq=", sq), DenseProblem(2, sq, 777, 16, 4, 128, true)));
+  }
+  for (int64_t heads_kv : {16, 8, 4, 2, 1}) {
+    cases.push_back(Make(absl::StrCat("GQA 16/", heads_kv), DenseProblem(2, 3, 500, 16, heads_kv, 128)));
+  }
+  for (int64_t d : {64, 96, 192, 256}) {
+    cases.push_back(Make(absl::StrCat("D=", d), DenseProblem(2, 1, 700, 8, 2, d, true)));
+  }
+  cases.push_back(Make("window", Window(DenseProblem(2, 4, 2000, 8, 2, 128), 300, 0)));
+  cases.push_back(Make("window Sq>Sk empty rows", Window(DenseProblem(1, 16, 10, 8, 8, 64), 2, 0)));
+  cases.push_back(Make("no LSE", DenseProblem(2, 1, 3000, 8, 1, 128, false, false)));
+  cases.push_back(Make("strided", DenseProblem(2, 2, 900, 8, 2, 128, true), true));
+  cases.push_back(Varlen("varlen", DenseProblem(0, 0, 0, 32, 8, 128, true), {1, 0, 4, 1, 16},
+                         {5000, 0, 37, 1, 100}));
+  int runs = 0;
+  for (const GpuCase& c : cases) {
+    DeviceCase device(c, GetParam());
+    ASSERT_NO_FATAL_FAILURE(device.Prepare());
+    for (int splits : {0, 1, 2, 3, 7, kMaxSplits}) {
+      ASSERT_NO_FATAL_FAILURE(device.Check(*kernel, /*launch=*/false, splits));
+      ++runs;
+    }
+  }
+  EXPECT_EQ(runs, static_cast<int>(cases.size()) * 6);
+}
+
+// A split count without the workspace it needs, or out of range, is
+// refused naming the field, before anything runs.
+TEST_P(GpuKernelsTest, DecodeSplitsRefuseASmallWorkspace) {
+  const absl::StatusOr<KernelHandle> kernel = ResolveKernel(kProductionKernelName);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  DeviceCase device(Make("decode", DenseProblem(2, 1, 4096, 32, 8, 128, true)), GetParam());
+  ASSERT_NO_FATAL_FAILURE(device.Prepare());
+  AttentionArgs args = device.Args();
+  args.num_splits = 4;
+  absl::Status st = kernel->Run(args, nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("workspace_bytes"), std::string::npos) << st;
+  DeviceBuffer small(SplitKvWorkspaceBytes(device.problem(), 4) - 16);
+  args.workspace = small.get();
+  args.workspace_bytes = small.bytes();
+  st = kernel->Run(args, nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("num_splits = 4 needs"), std::string::npos) << st;
+  args.num_splits = kMaxSplits + 1;
+  st = kernel->Run(args, nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("num_splits is"), std::string::npos) << st;
+}
+
 TEST_P(GpuKernelsTest, StableUnderLargeScores) {
   RunCases(AllGpuKernels(),
            {Make("large scores", Scaled(DenseProblem(1, 512, 512, 2, 2, 128, false, false), 2.0f)),

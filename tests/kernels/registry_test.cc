@@ -134,7 +134,8 @@ TEST(KernelHandleTest, RunChecksAndLaunchRunsWhatItIsGiven) {
   EXPECT_EQ(run_lse, launch_lse);
 }
 
-// A kernel that needs scratch memory: Run refuses a call without it.
+// A kernel that would use scratch memory: the workspace is optional, but
+// what is given must be usable and a forced split count needs its bytes.
 int64_t NeedsScratch(const void*, const AttentionProblem&) { return 256; }
 
 int launches = 0;
@@ -144,7 +145,7 @@ absl::Status CountLaunch(const void*, const KernelInfo&, const AttentionArgs&, C
   return absl::OkStatus();
 }
 
-TEST(KernelHandleTest, RunChecksTheWorkspaceAKernelAsksFor) {
+TEST(KernelHandleTest, RunChecksTheWorkspaceGiven) {
   launches = 0;
   KernelInfo info = *FindKernel(kCpuKernelName);
   info.name = "scratch_test";
@@ -155,20 +156,30 @@ TEST(KernelHandleTest, RunChecksTheWorkspaceAKernelAsksFor) {
   std::vector<uint16_t> q(p.QElements()), out(p.QElements());
   AttentionArgs args = AttentionArgs::Contiguous(p, DType::kFloat16, q.data(), q.data(),
                                                  q.data(), out.data());
+  EXPECT_TRUE(kernel.Run(args).ok());  // none given: the kernel runs without
+  EXPECT_EQ(launches, 1);
+  alignas(16) char scratch[4096 + 16];
+  args.workspace = scratch + 2;
+  args.workspace_bytes = 256;
   absl::Status st = kernel.Run(args);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
-  EXPECT_TRUE(Contains(std::string(st.message()),
-                       "workspace is null; kernel 'scratch_test' needs 256 bytes"))
-      << st;
-  alignas(16) char scratch[256 + 16];
-  args.workspace = scratch + 2;
-  st = kernel.Run(args);
-  EXPECT_TRUE(Contains(std::string(st.message()), "workspace")) << st;
   EXPECT_TRUE(Contains(std::string(st.message()), "16-byte aligned")) << st;
-  EXPECT_EQ(launches, 0);
-  args.workspace = scratch;
-  EXPECT_TRUE(kernel.Run(args).ok());
+  args.workspace = nullptr;
+  args.num_splits = 4;
+  st = kernel.Run(args);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_TRUE(Contains(std::string(st.message()), "(workspace is null); num_splits = 4 needs " +
+                                                      std::to_string(SplitKvWorkspaceBytes(p, 4))))
+      << st;
+  args.num_splits = -1;
+  st = kernel.Run(args);
+  EXPECT_TRUE(Contains(std::string(st.message()), "num_splits is -1")) << st;
   EXPECT_EQ(launches, 1);
+  args.num_splits = 4;
+  args.workspace = scratch;
+  args.workspace_bytes = SplitKvWorkspaceBytes(p, 4);
+  EXPECT_TRUE(kernel.Run(args).ok());
+  EXPECT_EQ(launches, 2);
 }
 
 class FakeLibrary : public KernelLibrary {

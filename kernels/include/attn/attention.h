@@ -124,13 +124,15 @@ class KernelHandle {
   // For callers that have checked `args` themselves: launches without any
   // of Run's checks. The caller guarantees what Run would check —
   // ValidateProblem(args.problem, info()) passed, pointers and strides meet
-  // ValidateArgs' rules (device memory for GPU kernels), the workspace is
-  // as WorkspaceBytes asks, and a bound handle's device is the calling
+  // ValidateArgs' rules (device memory for GPU kernels), the workspace
+  // meets ValidateWorkspace's, and a bound handle's device is the calling
   // thread's current one. Errors: INTERNAL for a failed launch.
   absl::Status Launch(const AttentionArgs& args, CUstream_st* stream = nullptr) const;
 
   // Bytes of device scratch memory (AttentionArgs::workspace) a call of
-  // `problem` needs; 0 when none (every kernel today).
+  // `problem` runs fastest with (flash_fwd's split-KV partial results for
+  // few query rows on the device it runs on); 0 when it uses none. Given
+  // less, the kernel runs without it.
   int64_t WorkspaceBytes(const AttentionProblem& problem) const;
 
   // For kernel libraries (attn/kernel_library.h): a kernel is these

@@ -60,6 +60,25 @@ int attn_forward_ex(const char* kernel, int dtype, const void* q, const void* k,
                     float softmax_scale, int64_t total_q, int64_t total_k, void* stream,
                     char* error, size_t error_size);
 
+/* attn_forward_ex with split-KV's controls (attn/problem.h's AttentionArgs):
+ *   workspace: NULL, or device scratch of workspace_bytes (16-byte aligned)
+ *     the kernel may use for split-KV partial results when the query rows
+ *     are few (decode); without it (or with too little) the kernel does not
+ *     split;
+ *   num_splits: 0 the kernel's choice (from the problem and the device,
+ *     within the workspace), 1 none, n exactly n (fewer when there are fewer
+ *     key blocks; at most 128), which needs
+ *     n * (query tokens) * heads_q * (head_dim + 1) * 4 bytes of workspace.
+ * attn_forward_ex is this with num_splits 0 and no workspace. */
+int attn_forward_split(const char* kernel, int dtype, const void* q, const void* k,
+                       const void* v, void* out, float* lse, const int32_t* cu_seqlens_q,
+                       const int32_t* cu_seqlens_k, int64_t batch, int64_t seqlen_q,
+                       int64_t seqlen_k, int64_t heads_q, int64_t heads_kv, int64_t head_dim,
+                       int causal, int64_t window_left, int64_t window_right,
+                       float softmax_scale, int64_t total_q, int64_t total_k, int num_splits,
+                       void* workspace, int64_t workspace_bytes, void* stream, char* error,
+                       size_t error_size);
+
 /* What a kernel accepts (attn::KernelCapabilities). Flags are 0 or 1. */
 typedef struct {
   int backend;                /* 0 CPU, 1 CUDA */

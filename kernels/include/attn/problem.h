@@ -99,6 +99,13 @@ struct TensorStrides {
   }
 };
 
+// The most key ranges one row's keys are split into (split-KV).
+inline constexpr int kMaxSplits = 128;
+
+// Workspace bytes split-KV with `num_splits` splits uses for `problem`: a
+// float32 partial O and LSE per split and query row; 0 for one split.
+int64_t SplitKvWorkspaceBytes(const AttentionProblem& problem, int num_splits);
+
 // Dense strides of a tensor of `heads` heads: [batch, seq_len, heads, head_dim].
 TensorStrides ContiguousStrides(int64_t seq_len, int64_t heads, int64_t head_dim);
 
@@ -115,10 +122,18 @@ struct AttentionArgs {
   const int32_t* cu_seqlens_q = nullptr;  // required iff problem.varlen
   const int32_t* cu_seqlens_k = nullptr;
   TensorStrides q_strides, k_strides, v_strides, out_strides;
-  // Device scratch memory the kernel may use during the call: at least
-  // KernelHandle::WorkspaceBytes(problem) bytes, 16-byte aligned, when that
-  // is not 0 (e.g. split-KV partial results); ignored otherwise.
+  // Device scratch memory the kernel may use during the call (16-byte
+  // aligned, `workspace_bytes` long): split-KV partial results. Optional:
+  // KernelHandle::WorkspaceBytes(problem) says how much the kernel's own
+  // choice of splits uses; given less, it does not split.
   void* workspace = nullptr;
+  int64_t workspace_bytes = 0;
+  // Split-KV for problems of few query rows: 0 = the kernel's choice (from
+  // the problem and the device, within the workspace given), 1 = none, n =
+  // n splits (at most kMaxSplits, fewer when there are fewer key blocks),
+  // which needs SplitKvWorkspaceBytes(problem, n) of workspace. The result
+  // is the same up to rounding whatever the count.
+  int num_splits = 0;
 
   // Dense tensors for `problem` (strides from its lengths and heads).
   static AttentionArgs Contiguous(const AttentionProblem& problem, DType dtype, const void* q,

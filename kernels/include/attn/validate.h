@@ -36,11 +36,11 @@ absl::Status ValidateProblem(const AttentionProblem& problem, const KernelInfo& 
 absl::Status ValidateCuSeqlens(const int32_t* host, int64_t batch, int64_t total,
                                int64_t max_len, const char* field);
 
-// args.workspace for a call whose kernel needs `bytes` of scratch
-// (KernelHandle::WorkspaceBytes): not null and 16-byte aligned when bytes
-// > 0 (its size is the caller's to provide).
-absl::Status ValidateWorkspace(const AttentionArgs& args, int64_t bytes,
-                               const KernelInfo& kernel);
+// args.workspace, workspace_bytes and num_splits: num_splits in
+// [0, kMaxSplits]; a workspace given is 16-byte aligned with
+// workspace_bytes >= 0; num_splits > 1 needs a workspace of at least
+// SplitKvWorkspaceBytes(problem, num_splits) bytes.
+absl::Status ValidateWorkspace(const AttentionArgs& args, const KernelInfo& kernel);
 
 }  // namespace attn
 

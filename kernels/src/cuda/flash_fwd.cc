@@ -17,9 +17,12 @@ const fa2::GpuKernel& FlashFwd() {
 #define ATTN_PRODUCTION(family, config)                                                    \
   fa2::AddRow<fa2::FamilyBuilt(ATTN_FAMILY_ARCHS_##family), fa2::config,                  \
               fa2::RowVariants::kAll>(&families, #family);
+#define ATTN_DECODE(family, config) \
+  fa2::AddDecodeRow<fa2::FamilyBuilt(ATTN_FAMILY_ARCHS_##family), fa2::config>(&families, #family);
 #include "kernel_table.inc"
 #undef ATTN_FAMILY
 #undef ATTN_PRODUCTION
+#undef ATTN_DECODE
     return new fa2::GpuKernel(std::move(families));
   }();
   return *kernel;

@@ -27,6 +27,18 @@ using FlashFwdHdim128 = FlashFwdTile<128, 128, 64, 4>;
 using FlashFwdHdim192 = FlashFwdTile<192, 128, 64, 8>;
 using FlashFwdHdim256 = FlashFwdTile<256, 128, 64, 8>;
 
+// Decode tiles: one warp, 16 packed rows (a KV group's query heads × the
+// few query rows), 32 keys per block; many small CTAs per SM keep enough
+// K/V loads in flight to run at the memory's bandwidth.
+template <int HeadDim>
+using FlashDecodeTile = KernelConfig<TileShape<HeadDim, 16, 32, 1>, SlicedOperands, SwizzledSmem,
+                                     PipelinedMainLoop, StreamingGlobal, GqaPackedRows>;
+using FlashDecodeHdim64 = FlashDecodeTile<64>;
+using FlashDecodeHdim96 = FlashDecodeTile<96>;
+using FlashDecodeHdim128 = FlashDecodeTile<128>;
+using FlashDecodeHdim192 = FlashDecodeTile<192>;
+using FlashDecodeHdim256 = FlashDecodeTile<256>;
+
 }  // namespace attn::fa2
 
 #endif  // ATTN_KERNELS_SRC_CUDA_FLASH_FWD_CONFIGS_H_

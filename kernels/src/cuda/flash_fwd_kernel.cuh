@@ -13,7 +13,14 @@
 //   kMasked  causal or a sliding window: only the key blocks a query block
 //            can see are visited, the ones crossing a window edge are masked
 //            element-wise, and query blocks run heaviest first (reversed).
-// The ladder steps are all <kEven = true, kMasked = false>.
+//   kSplit   split-KV: blockIdx.x is (query block, split); each CTA attends
+//            its split's share of the key blocks and writes a normalised
+//            float32 partial O and its LSE to the workspace
+//            (FwdParams::o_accum, lse_accum) for the combine kernel.
+// The ladder steps are all <kEven = true, kMasked = false, kSplit = false>.
+//
+// With Cfg::kPackGqa the grid's y is the KV head and a tile's rows are the
+// (query row, query head) pairs of its group (kernel_config.h).
 //
 // Shared memory: Q [kBlockM x pitch], K and V [kBlockN x pitch] each, one
 // buffer per tensor; O is staged through Q's buffer at the end.
@@ -99,7 +106,7 @@ struct SequenceSpan {
   }
 };
 
-template <class Cfg, class T, bool kEven, bool kMasked>
+template <class Cfg, class T, bool kEven, bool kMasked, bool kSplit = false>
 __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPerSm)
     FlashFwdKernel(const __grid_constant__ FwdParams p) {
   using Shape = KernelShape<Cfg>;
@@ -113,7 +120,11 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
   constexpr int kQKSlices = Shape::kQKSlices;
   constexpr int kPVSlices = Shape::kPVSlices;
   constexpr bool kPredicated = !kEven;
-  constexpr bool kMaskAware = kMasked || !kEven;  // rows may see no key in a block
+  constexpr bool kPacked = Cfg::kPackGqa;
+  // Rows may see no key in a block (or, split, in a whole split).
+  constexpr bool kMaskAware = kMasked || !kEven || kSplit;
+  // A tile may hold fewer rows than kBlockM.
+  constexpr bool kRaggedRows = !kEven || kPacked;
   // Step 16: row strides as immediates (the host launches this variant only
   // when every row stride equals kStaticRowStride).
   constexpr int64_t kStatic = Cfg::kStaticRowStride;
@@ -123,18 +134,31 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
 
   // Masked grids run their query blocks last-first: under a causal mask the
   // last blocks see the most keys, and starting them first shortens the tail.
-  const int m_block = kMasked ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  const int head = blockIdx.y;
+  const int num_splits = kSplit ? p.num_splits : 1;
+  const int m_blocks = kSplit ? gridDim.x / num_splits : gridDim.x;
+  const int m_in_grid = kSplit ? blockIdx.x / num_splits : blockIdx.x;
+  const int split = kSplit ? blockIdx.x % num_splits : 0;
+  const int m_block = kMasked ? m_blocks - 1 - m_in_grid : m_in_grid;
+  const int head = blockIdx.y;  // packed: the KV head
   const int b = blockIdx.z;
   const SequenceSpan seq = SequenceSpan::Of(p, b);
-  if (!kEven && m_block * Cfg::kBlockM >= seq.seqlen_q) return;  // varlen: past this sequence
-  const int q_rows = kEven ? Cfg::kBlockM : min(Cfg::kBlockM, seq.seqlen_q - m_block * Cfg::kBlockM);
+  const int pack = kPacked ? p.heads_per_kv : 1;  // query heads per tile row group
+  const int tile_rows = seq.seqlen_q * pack;      // rows of this (sequence, head or group)
+  if (kRaggedRows && m_block * Cfg::kBlockM >= tile_rows) return;  // past this sequence
+  const int q_rows = kRaggedRows ? min(Cfg::kBlockM, tile_rows - m_block * Cfg::kBlockM)
+                                 : Cfg::kBlockM;
 
-  const BlockMask<Cfg::kBlockM, Cfg::kBlockN> mask{seq.seqlen_k, seq.seqlen_k - seq.seqlen_q,
-                                                    p.window_left, p.window_right};
+  const BlockMask<Cfg::kBlockM, Cfg::kBlockN, kPacked> mask{
+      seq.seqlen_k, seq.seqlen_k - seq.seqlen_q, p.window_left, p.window_right, pack};
   int n_begin = 0;
   int n_end = (seq.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
   if constexpr (kMasked) mask.KeyBlocks(m_block, &n_begin, &n_end);
+  if constexpr (kSplit) {
+    // This split's share of the visible key blocks (none when they run out).
+    const int per_split = (n_end - n_begin + num_splits - 1) / num_splits;
+    n_begin += split * per_split;
+    n_end = min(n_end, n_begin + per_split);
+  }
   const int n_count = max(n_end - n_begin, 0);
   // The i-th key block visited: forwards, or from the last (step 13).
   auto block_at = [&](int i) { return Cfg::kBackwardKV ? n_end - 1 - i : n_begin + i; };
@@ -148,8 +172,29 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
   const int lane = tid % 32;
   const int warp_row0 = (tid / 32) * Shape::kWarpRows;
   const WarpOperands<QTile, KVTile, Cfg::kSignedStrideSwizzle> operands(lane);
-  const int kv_head = head / p.heads_per_kv;
+  const int kv_head = kPacked ? head : head / p.heads_per_kv;
   const int64_t q_row0 = static_cast<int64_t>(m_block) * Cfg::kBlockM;
+  // Packed tiles: where tile row r of Q (and of O) starts.
+  auto packed_row = [&](int r, int64_t row_stride, int64_t head_stride) {
+    const int g = static_cast<int>(q_row0) + r;
+    return (g / pack) * row_stride + (head * pack + g % pack) * head_stride;
+  };
+  auto q_row_start = [&](int r) {
+    return static_cast<const T*>(p.q) + seq.q_offset + packed_row(r, q_row_stride, p.q_head_stride);
+  };
+  auto o_row_start = [&](int r) {
+    return static_cast<T*>(p.o) + seq.o_offset + packed_row(r, o_row_stride, p.o_head_stride);
+  };
+  // The LSE's index of tile row r ([batch, heads_q, seqlen_q], varlen
+  // [heads_q, total_q]); also the row of the split workspace.
+  auto lse_index = [&](int r) -> int64_t {
+    const int g = static_cast<int>(q_row0) + r;
+    const int q = kPacked ? g / pack : g;
+    const int h = kPacked ? head * pack + g % pack : head;
+    return p.cu_seqlens_q != nullptr
+               ? static_cast<int64_t>(h) * p.total_q + seq.q_start + q
+               : (static_cast<int64_t>(b) * p.heads_q + h) * p.seqlen_q + q;
+  };
   const T* gQ = static_cast<const T*>(p.q) + seq.q_offset + head * p.q_head_stride +
                 q_row0 * q_row_stride;
   T* gO = static_cast<T*>(p.o) + seq.o_offset + head * p.o_head_stride + q_row0 * o_row_stride;
@@ -175,7 +220,11 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
   softmax.Init();
 
   // Prologue: Q (and with eager loads, the first key block) in flight.
-  QCopy::template LoadAsync<kPredicated>(sQ, gQ, q_row_stride, tid, q_rows);
+  if constexpr (kPacked) {
+    QCopy::template LoadRowsAsync<T>(sQ, q_row_start, tid, q_rows);
+  } else {
+    QCopy::template LoadAsync<kPredicated>(sQ, gQ, q_row_stride, tid, q_rows);
+  }
   CpAsyncCommit();
   if constexpr (Cfg::kEagerKV) {
     if (n_count > 0) load_k(block_at(0));
@@ -346,10 +395,31 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
 
   // Epilogue: normalise, stage O through Q's buffer, store 16 B per thread.
   softmax.Normalize(acc_o);
-  CpAsyncWait<0>();  // nothing may still land in shared memory (Q, with no key block)
-  __syncthreads();   // every warp is done reading Q, K and V
   const int group = lane / 4;
   const int tig = lane % 4;
+  if constexpr (kSplit) {
+    // The split's partial O and LSE, float32, straight from registers.
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = warp_row0 + 16 * mt + group + 8 * h;
+        if (row >= q_rows) continue;
+        const int64_t at = static_cast<int64_t>(split) * p.lse_rows + lse_index(row);
+        float* o_part = p.o_accum + at * Cfg::kHeadDim + 2 * tig;
+#pragma unroll
+        for (int dt = 0; dt < kDTiles; ++dt) {
+          *reinterpret_cast<float2*>(o_part + 8 * dt) =
+              make_float2(acc_o[mt][dt][2 * h], acc_o[mt][dt][2 * h + 1]);
+        }
+        if (tig == 0) p.lse_accum[at] = softmax.Lse(mt, h, p.scale_log2);
+      }
+    }
+    CpAsyncWait<0>();  // nothing may land in shared memory after the CTA ends
+    return;
+  }
+  CpAsyncWait<0>();  // nothing may still land in shared memory (Q, with no key block)
+  __syncthreads();   // every warp is done reading Q, K and V
   // This thread's rows are warp_row0 + group + 8k: all share the swizzle
   // pattern of `group`, so a store's offset is a per-thread base plus the
   // row step plus the chunk's place in its group. Step 11 precomputes the
@@ -380,21 +450,21 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
     }
   }
   if (p.lse != nullptr && tig == 0) {
-    // LSE: [batch, heads_q, seqlen_q], or [heads_q, total_q] with varlen.
-    float* lse = p.cu_seqlens_q != nullptr
-                     ? p.lse + static_cast<int64_t>(head) * p.total_q + seq.q_start
-                     : p.lse + (static_cast<int64_t>(b) * p.heads_q + head) * p.seqlen_q;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = warp_row0 + 16 * mt + group + 8 * h;
-        if (row < q_rows) lse[q_row0 + row] = softmax.Lse(mt, h, p.scale_log2);
+        if (row < q_rows) p.lse[lse_index(row)] = softmax.Lse(mt, h, p.scale_log2);
       }
     }
   }
   __syncthreads();  // O is complete in shared memory
-  QCopy::template Store<kPredicated, Cfg::kNoAllocateStores>(gO, o_row_stride, sQ, tid, q_rows);
+  if constexpr (kPacked) {
+    QCopy::template StoreRows<Cfg::kNoAllocateStores, T>(o_row_start, sQ, tid, q_rows);
+  } else {
+    QCopy::template Store<kPredicated, Cfg::kNoAllocateStores>(gO, o_row_stride, sQ, tid, q_rows);
+  }
 }
 
 }  // namespace attn::fa2

@@ -37,6 +37,16 @@ struct FwdParams {
   int window_right;  // −1: unbounded; causal is 0
   float scale;       // softmax scale applied to q·kᵀ
   float scale_log2;  // scale * log2(e), for the exp2 form of the softmax
+  // Split-KV (kernels launched with kSplit): each CTA attends one of
+  // num_splits ranges of key blocks and writes its normalised partial O and
+  // LSE in float32 to o_accum [num_splits, lse_rows, head_dim] and
+  // lse_accum [num_splits, lse_rows], rows indexed as the LSE is
+  // ([batch, heads_q, seqlen_q], varlen [heads_q, total_q]); the combine
+  // kernel (flash_combine_kernel.cuh) reduces them into o and lse.
+  int num_splits;  // 1 without split-KV
+  int64_t lse_rows;
+  float* o_accum;
+  float* lse_accum;
 };
 
 }  // namespace attn::fa2

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -48,6 +49,7 @@ FwdParams MakeParams(const AttentionArgs& args) {
   p.window_right = static_cast<int>(pb.EffectiveWindowRight());
   p.scale = pb.ResolvedScale();
   p.scale_log2 = p.scale * static_cast<float>(M_LOG2E);
+  p.num_splits = 1;
   return p;
 }
 
@@ -91,9 +93,13 @@ std::string Requirement(const KernelFamily& family) {
                       family.arch_specific ? " exactly" : " or newer");
 }
 
-// Sets the launch attributes of every variant of `tiles` on device
-// `ordinal`, leaving the calling thread's current device as it was.
-absl::Status PrepareOn(const std::vector<GpuTile>& tiles, int ordinal, absl::string_view what) {
+// Sets the launch attributes of every variant of `tiles` and `decode_tiles`
+// on device `ordinal`, and measures how many CTAs of each decode tile one
+// of its SMs holds (`decode_blocks_per_sm`), leaving the calling thread's
+// current device as it was.
+absl::Status PrepareOn(const std::vector<GpuTile>& tiles,
+                       const std::vector<GpuDecodeTile>& decode_tiles, int ordinal,
+                       absl::string_view what, std::vector<int>* decode_blocks_per_sm) {
   int current = 0;
   if (cudaError_t err = cudaGetDevice(&current); err != cudaSuccess) {
     return CudaError(err, "cudaGetDevice");
@@ -113,6 +119,20 @@ absl::Status PrepareOn(const std::vector<GpuTile>& tiles, int ordinal, absl::str
       }
     }
   }
+  decode_blocks_per_sm->clear();
+  for (const GpuDecodeTile& tile : decode_tiles) {
+    for (const auto& by_mask : tile.launchers.fn) {
+      for (const auto& by_split : by_mask) {
+        for (const Variant& variant : by_split) {
+          if (err == cudaSuccess && variant.prepare != nullptr) err = variant.prepare();
+        }
+      }
+    }
+    const Variant& split = tile.launchers.Get(DType::kBFloat16, false, true);
+    decode_blocks_per_sm->push_back(err == cudaSuccess && split.blocks_per_sm != nullptr
+                                        ? split.blocks_per_sm()
+                                        : 1);
+  }
   if (current != ordinal) cudaSetDevice(current);
   if (err != cudaSuccess) {
     return CudaError(err, absl::StrCat("setting the launch attributes of ", what, " on device ",
@@ -130,10 +150,21 @@ void AddFamilyTile(std::vector<FamilyTiles>* families, absl::string_view family,
   if (it == families->end()) {
     // Every family name in a table row is one of kernel_table.inc's: the
     // build refuses a row that names another.
-    families->push_back({FindKernelFamily(family), {}});
+    families->push_back({FindKernelFamily(family), {}, {}});
     it = families->end() - 1;
   }
   if (tile.has_value()) it->tiles.push_back(*tile);
+}
+
+void AddFamilyDecodeTile(std::vector<FamilyTiles>* families, absl::string_view family,
+                         std::optional<GpuDecodeTile> tile) {
+  auto it = std::find_if(families->begin(), families->end(),
+                         [&](const FamilyTiles& f) { return f.family->name == family; });
+  if (it == families->end()) {
+    families->push_back({FindKernelFamily(family), {}, {}});
+    it = families->end() - 1;
+  }
+  if (tile.has_value()) it->decode_tiles.push_back(*tile);
 }
 
 GpuKernel::GpuKernel(std::vector<FamilyTiles> families) {
@@ -142,10 +173,15 @@ GpuKernel::GpuKernel(std::vector<FamilyTiles> families) {
       not_built_.push_back(f.family->name);
       continue;
     }
-    Family family{f.family, std::move(f.tiles), {}};
+    Family family{f.family, std::move(f.tiles), std::move(f.decode_tiles), {}, {}};
     family.by_head_dim.fill(-1);
+    family.decode_by_head_dim.fill(-1);
     for (size_t i = 0; i < family.tiles.size(); ++i) {
       family.by_head_dim[family.tiles[i].head_dim / kHeadDimStep] = static_cast<int8_t>(i);
+    }
+    for (size_t i = 0; i < family.decode_tiles.size(); ++i) {
+      family.decode_by_head_dim[family.decode_tiles[i].head_dim / kHeadDimStep] =
+          static_cast<int8_t>(i);
     }
     built_.push_back(std::move(family));
   }
@@ -159,6 +195,11 @@ const GpuTile* GpuKernel::Family::ForHeadDim(int64_t head_dim) const {
   if (head_dim <= 0 || head_dim > kMaxGpuHeadDim || head_dim % kHeadDimStep != 0) return nullptr;
   const int8_t i = by_head_dim[head_dim / kHeadDimStep];
   return i < 0 ? nullptr : &tiles[i];
+}
+
+int GpuKernel::Family::DecodeIndex(int64_t head_dim) const {
+  if (head_dim <= 0 || head_dim > kMaxGpuHeadDim || head_dim % kHeadDimStep != 0) return -1;
+  return decode_by_head_dim[head_dim / kHeadDimStep];
 }
 
 const GpuKernel::Family* GpuKernel::BestFor(const DeviceInfo& device) const {
@@ -221,12 +262,16 @@ absl::StatusOr<const GpuKernel::OnDevice*> GpuKernel::Bind(const DeviceInfo& dev
   std::lock_guard<std::mutex> lock(mu_);
   std::unique_ptr<const OnDevice>& bound = bound_[{device.ordinal, family}];
   if (bound == nullptr) {
-    if (absl::Status st = PrepareOn(family->tiles, device.ordinal,
-                                    absl::StrCat("kernel family ", family->family->name));
+    std::vector<int> blocks_per_sm;
+    if (absl::Status st = PrepareOn(family->tiles, family->decode_tiles, device.ordinal,
+                                    absl::StrCat("kernel family ", family->family->name),
+                                    &blocks_per_sm);
         !st.ok()) {
       return st;
     }
-    bound = std::make_unique<const OnDevice>(OnDevice{family, device.ordinal});
+    std::vector<int> slots;
+    for (int blocks : blocks_per_sm) slots.push_back(std::max(1, blocks * device.multiprocessors));
+    bound = std::make_unique<const OnDevice>(OnDevice{family, device.ordinal, std::move(slots)});
   }
   return bound.get();
 }
@@ -235,8 +280,8 @@ absl::StatusOr<KernelHandle> GpuKernel::Resolve(KernelInfo base, const DeviceInf
   if (device == nullptr) {
     absl::StatusOr<KernelInfo> info = Describe(std::move(base));
     if (!info.ok()) return info.status();
-    return KernelHandle(*std::move(info), KernelHandle::Entry{&LaunchHere, &CheckHere, nullptr},
-                        this);
+    return KernelHandle(*std::move(info),
+                        KernelHandle::Entry{&LaunchHere, &CheckHere, &WorkspaceHere}, this);
   }
   if (!built()) return Describe(std::move(base)).status();
   absl::StatusOr<const OnDevice*> bound = Bind(*device);
@@ -244,14 +289,87 @@ absl::StatusOr<KernelHandle> GpuKernel::Resolve(KernelInfo base, const DeviceInf
   if (*bound == nullptr) return NotOn(base, *device);
   // Described for its own device's family.
   return KernelHandle(DescribeFamily(std::move(base), *(*bound)->family),
-                      KernelHandle::Entry{&LaunchBound, &CheckBound, nullptr}, *bound,
+                      KernelHandle::Entry{&LaunchBound, &CheckBound, &WorkspaceBound}, *bound,
                       device->ordinal);
+}
+
+// The split count the kernel chooses for `ctas` CTAs (before splitting) of
+// `key_blocks` key blocks each on a device running `slots` at once: none
+// when the CTAs nearly fill it; else the fewest splits whose last wave is
+// within 85 % of the best wave efficiency (FA2's num_splits_heuristic),
+// with at most 2 × slots CTAs in all (which bounds the workspace) and at
+// least one key block per split.
+int HeuristicSplits(int64_t ctas, int key_blocks, int slots) {
+  if (ctas <= 0 || key_blocks <= 1 || ctas * 5 >= slots * 4) return 1;
+  const int most = static_cast<int>(
+      std::min<int64_t>({kMaxSplits, key_blocks, std::max<int64_t>(1, 2 * slots / ctas)}));
+  auto efficiency = [&](int s) {
+    const double waves = static_cast<double>(ctas * s) / slots;
+    return waves / std::ceil(waves);
+  };
+  double best = 0.0;
+  for (int s = 1; s <= most; ++s) best = std::max(best, efficiency(s));
+  for (int s = 1; s <= most; ++s) {
+    if (efficiency(s) >= 0.85 * best) return s;
+  }
+  return 1;
+}
+
+GpuKernel::DecodePlan GpuKernel::PlanDecode(const OnDevice& bound, const AttentionProblem& pb,
+                                            int forced, int64_t workspace_bytes) {
+  DecodePlan plan;
+  const int index = bound.family->DecodeIndex(pb.head_dim);
+  if (index < 0 || pb.seqlen_q > kDecodeMaxSeqlenQ) return plan;
+  plan.tile = &bound.family->decode_tiles[index];
+  const int key_blocks =
+      static_cast<int>((pb.seqlen_k + plan.tile->block_n - 1) / plan.tile->block_n);
+  if (forced > 0) {
+    plan.splits = std::max(1, std::min(forced, key_blocks));
+    return plan;
+  }
+  const int64_t rows = pb.seqlen_q * (pb.heads_q / pb.heads_kv);
+  const int64_t ctas = (rows + plan.tile->block_m - 1) / plan.tile->block_m * pb.heads_kv * pb.batch;
+  plan.splits = HeuristicSplits(ctas, key_blocks, bound.decode_slots[index]);
+  if (SplitKvWorkspaceBytes(pb, plan.splits) > workspace_bytes) plan.splits = 1;
+  return plan;
+}
+
+int64_t GpuKernel::WorkspaceBound(const void* impl, const AttentionProblem& problem) {
+  const DecodePlan plan = PlanDecode(*static_cast<const OnDevice*>(impl), problem, 0,
+                                     std::numeric_limits<int64_t>::max());
+  return SplitKvWorkspaceBytes(problem, plan.splits);
+}
+
+int64_t GpuKernel::WorkspaceHere(const void* impl, const AttentionProblem& problem) {
+  const GpuKernel& kernel = *static_cast<const GpuKernel*>(impl);
+  absl::StatusOr<DeviceInfo> device = CurrentCudaDevice();
+  if (!device.ok()) return 0;
+  absl::StatusOr<const OnDevice*> bound = kernel.Bind(*device);
+  if (!bound.ok() || *bound == nullptr) return 0;
+  return WorkspaceBound(*bound, problem);
 }
 
 absl::Status GpuKernel::LaunchBound(const void* impl, const KernelInfo& info,
                                     const AttentionArgs& args, CUstream_st* stream) {
   const OnDevice& bound = *static_cast<const OnDevice*>(impl);
   const AttentionProblem& pb = args.problem;
+  if (const DecodePlan plan = PlanDecode(bound, pb, args.num_splits,
+                                         args.workspace == nullptr ? 0 : args.workspace_bytes);
+      plan.tile != nullptr) {
+    FwdParams params = MakeParams(args);
+    const bool split = plan.splits > 1;
+    if (split) {
+      params.num_splits = plan.splits;
+      params.lse_rows = pb.QTokens() * pb.heads_q;
+      params.o_accum = static_cast<float*>(args.workspace);
+      params.lse_accum = params.o_accum + plan.splits * params.lse_rows * pb.head_dim;
+    }
+    const Variant& variant = plan.tile->launchers.Get(args.dtype, pb.HasMask(), split);
+    if (cudaError_t err = variant.launch(params, stream); err != cudaSuccess) {
+      return CudaError(err, absl::StrCat("launch of kernel '", info.name, "' (decode tile)"));
+    }
+    return absl::OkStatus();
+  }
   const GpuTile* tile = bound.family->ForHeadDim(pb.head_dim);
   if (tile == nullptr) {  // ValidateProblem refuses head_dims the kernel has no tile for
     return absl::InvalidArgumentError(

@@ -50,17 +50,47 @@ GpuTile TileOf(const Launchers& launchers) {
   return {Cfg::kHeadDim, Cfg::kBlockM, Cfg::kBlockN, Cfg::kNumWarps, launchers};
 }
 
+// One compiled decode configuration (GQA-packed rows, split-KV).
+struct GpuDecodeTile {
+  int head_dim = 0;
+  int block_m = 0;  // packed rows per CTA
+  int block_n = 0;
+  DecodeLaunchers launchers;
+};
+
+// Problems whose (longest) query sequence has at most this many rows run
+// the decode tile of their head_dim, where the family has one: decode,
+// speculative decode, small chunks of prefill.
+inline constexpr int kDecodeMaxSeqlenQ = 16;
+
 // A kernel's tiles in one family, as its table rows list them; no tiles
 // when this build did not compile the family.
 struct FamilyTiles {
   const KernelFamily* family = nullptr;
   std::vector<GpuTile> tiles;
+  std::vector<GpuDecodeTile> decode_tiles;
 };
 
 // Adds `tile` (none for a family not built) to family `family`'s entry of
 // `families`, making it on first use.
 void AddFamilyTile(std::vector<FamilyTiles>* families, absl::string_view family,
                    std::optional<GpuTile> tile);
+void AddFamilyDecodeTile(std::vector<FamilyTiles>* families, absl::string_view family,
+                         std::optional<GpuDecodeTile> tile);
+
+// An ATTN_DECODE row's tile, expanded only where its family was compiled.
+template <bool kBuilt, class Cfg>
+void AddDecodeRow(std::vector<FamilyTiles>* families, absl::string_view family) {
+  if constexpr (!kBuilt) {
+    AddFamilyDecodeTile(families, family, std::nullopt);
+  } else {
+    static_assert(Cfg::kHeadDim % kHeadDimStep == 0 && Cfg::kHeadDim <= kMaxGpuHeadDim,
+                  "a tile's head_dim must fit GpuKernel's index by head_dim");
+    AddFamilyDecodeTile(families, family,
+                        GpuDecodeTile{Cfg::kHeadDim, Cfg::kBlockM, Cfg::kBlockN,
+                                      AllDecodeLaunchers<Cfg>()});
+  }
+}
 
 // Which variants a table row instantiates (launch.cuh's ATTN_INSTANTIATE_*).
 enum class RowVariants { kLadder, kAll };
@@ -100,18 +130,38 @@ class GpuKernel {
   absl::StatusOr<KernelHandle> Resolve(KernelInfo base, const DeviceInfo* device) const;
 
  private:
+  using HeadDimIndex = std::array<int8_t, kMaxGpuHeadDim / kHeadDimStep + 1>;  // -1: none
   // A family's tiles with an index by head_dim (no search per launch).
   struct Family {
     const KernelFamily* family;
     std::vector<GpuTile> tiles;
-    std::array<int8_t, kMaxGpuHeadDim / kHeadDimStep + 1> by_head_dim;  // -1: none
+    std::vector<GpuDecodeTile> decode_tiles;
+    HeadDimIndex by_head_dim;
+    HeadDimIndex decode_by_head_dim;
     const GpuTile* ForHeadDim(int64_t head_dim) const;
+    // The index of the decode tile for head_dim, -1 when none.
+    int DecodeIndex(int64_t head_dim) const;
   };
   // The kernel bound to one device: what a launch there reads.
   struct OnDevice {
     const Family* family;
     int ordinal;
+    // CTAs of each decode tile (by position in family->decode_tiles) the
+    // device runs at once: SMs × resident CTAs per SM.
+    std::vector<int> decode_slots;
   };
+  // How one call runs its decode tile: the tile and the split count.
+  struct DecodePlan {
+    const GpuDecodeTile* tile = nullptr;  // null: the prefill tiles
+    int splits = 1;
+  };
+  // `workspace_bytes`: the scratch given (the kernel's own choice of splits
+  // is kept within it); `forced`: args.num_splits.
+  static DecodePlan PlanDecode(const OnDevice& bound, const AttentionProblem& problem,
+                               int forced, int64_t workspace_bytes);
+
+  static int64_t WorkspaceBound(const void* impl, const AttentionProblem& problem);
+  static int64_t WorkspaceHere(const void* impl, const AttentionProblem& problem);
 
   const Family* BestFor(const DeviceInfo& device) const;
   static KernelInfo DescribeFamily(KernelInfo base, const Family& family);

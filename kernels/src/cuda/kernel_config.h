@@ -95,10 +95,24 @@ struct StreamingGlobal {
   static constexpr int kStaticRowStride = 0;
 };
 
+// How query rows map onto a CTA's tile.
+//   kPackGqa: the tile's rows are (query row, query head of one KV group)
+//             pairs, row g = query (g / group) of head (kv_head * group +
+//             g % group), so K/V are read once per group instead of once per
+//             query head (decode, speculative decode: few query rows). The
+//             grid's y is then the KV head.
+struct RowPerQuery {
+  static constexpr bool kPackGqa = false;
+};
+struct GqaPackedRows {
+  static constexpr bool kPackGqa = true;
+};
+
 // One configuration: a block of each kind (their constants are disjoint).
 // A configuration may derive from one and override single constants.
-template <class Shape, class Operands, class Smem, class MainLoop, class Global>
-struct KernelConfig : Shape, Operands, Smem, MainLoop, Global {};
+template <class Shape, class Operands, class Smem, class MainLoop, class Global,
+          class Rows = RowPerQuery>
+struct KernelConfig : Shape, Operands, Smem, MainLoop, Global, Rows {};
 
 // True when A and B set every knob the kernel reads to the same value, so
 // they compile to the same code.
@@ -113,7 +127,7 @@ constexpr bool SameKnobs() {
          A::kEagerKV == B::kEagerKV && A::kExp2Softmax == B::kExp2Softmax &&
          A::kSerpentineMma == B::kSerpentineMma && A::kPeelFirstBlock == B::kPeelFirstBlock &&
          A::kBackwardKV == B::kBackwardKV && A::kNoAllocateStores == B::kNoAllocateStores &&
-         A::kStaticRowStride == B::kStaticRowStride;
+         A::kStaticRowStride == B::kStaticRowStride && A::kPackGqa == B::kPackGqa;
 }
 
 }  // namespace attn::fa2

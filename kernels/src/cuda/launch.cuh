@@ -5,6 +5,7 @@
 
 #include <type_traits>
 
+#include "flash_combine_kernel.cuh"
 #include "flash_fwd_kernel.cuh"
 #include "launch.h"
 
@@ -55,7 +56,71 @@ cudaError_t LaunchFlashFwd(const FwdParams& params, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+template <class Config, DType kDType, bool kMasked, bool kSplit>
+cudaError_t PrepareFlashDecode() {
+  using Shape = KernelShape<Config>;
+  const auto kernel = &FlashFwdKernel<Config, ElementOf<kDType>, false, kMasked, kSplit>;
+  if constexpr (Shape::kSmemBytes > 48 * 1024) {
+    const cudaError_t err = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes);
+    if (err != cudaSuccess) return err;
+  }
+  // As much shared memory as the SM has: decode CTAs are many and small.
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                              cudaSharedmemCarveoutMaxShared);
+}
+
+template <class Config, DType kDType, bool kMasked, bool kSplit>
+int FlashDecodeBlocksPerSm() {
+  using Shape = KernelShape<Config>;
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &blocks, &FlashFwdKernel<Config, ElementOf<kDType>, false, kMasked, kSplit>,
+          Shape::kThreads, Shape::kSmemBytes) != cudaSuccess) {
+    cudaGetLastError();
+    return 1;
+  }
+  return blocks > 0 ? blocks : 1;
+}
+
+template <class Config, DType kDType, bool kMasked, bool kSplit>
+cudaError_t LaunchFlashDecode(const FwdParams& params, cudaStream_t stream) {
+  static_assert(Config::kPackGqa, "decode configurations pack a KV group's query heads");
+  using Shape = KernelShape<Config>;
+  const int rows = params.seqlen_q * params.heads_per_kv;
+  const int m_blocks = (rows + Config::kBlockM - 1) / Config::kBlockM;
+  const dim3 grid(m_blocks * (kSplit ? params.num_splits : 1),
+                  params.heads_q / params.heads_per_kv, params.batch);
+  FlashFwdKernel<Config, ElementOf<kDType>, false, kMasked, kSplit>
+      <<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(params);
+  if constexpr (kSplit) {
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    const int64_t ctas = (params.lse_rows + kCombineRowsPerCta - 1) / kCombineRowsPerCta;
+    FlashCombineKernel<ElementOf<kDType>, Config::kHeadDim>
+        <<<static_cast<unsigned>(ctas), 32 * kCombineRowsPerCta, 0, stream>>>(params);
+  }
+  return cudaGetLastError();
+}
+
 }  // namespace attn::fa2
+
+#define ATTN_INSTANTIATE_DECODE_VARIANT(CONFIG, DTYPE, MASKED, SPLIT)                        \
+  template cudaError_t attn::fa2::LaunchFlashDecode<CONFIG, attn::DType::DTYPE, MASKED, SPLIT>( \
+      const attn::fa2::FwdParams&, cudaStream_t);                                             \
+  template cudaError_t attn::fa2::PrepareFlashDecode<CONFIG, attn::DType::DTYPE, MASKED, SPLIT>(); \
+  template int attn::fa2::FlashDecodeBlocksPerSm<CONFIG, attn::DType::DTYPE, MASKED, SPLIT>();
+
+// A decode configuration: every variant (what AllDecodeLaunchers takes).
+#define ATTN_INSTANTIATE_DECODE(CONFIG)                              \
+  ATTN_INSTANTIATE_DECODE_VARIANT(CONFIG, kFloat16, false, false)   \
+  ATTN_INSTANTIATE_DECODE_VARIANT(CONFIG, kFloat16, false, true)    \
+  ATTN_INSTANTIATE_DECODE_VARIANT(CONFIG, kFloat16, true, false)    \
+  ATTN_INSTANTIATE_DECODE_VARIANT(CONFIG, kFloat16, true, true)     \
+  ATTN_INSTANTIATE_DECODE_VARIANT(CONFIG, kBFloat16, false, false)  \
+  ATTN_INSTANTIATE_DECODE_VARIANT(CONFIG, kBFloat16, false, true)   \
+  ATTN_INSTANTIATE_DECODE_VARIANT(CONFIG, kBFloat16, true, false)   \
+  ATTN_INSTANTIATE_DECODE_VARIANT(CONFIG, kBFloat16, true, true)
 
 #define ATTN_INSTANTIATE_VARIANT(CONFIG, EVEN, MASKED)                                        \
   template cudaError_t                                                                        \

@@ -26,14 +26,57 @@ cudaError_t LaunchFlashFwd(const FwdParams& params, cudaStream_t stream);
 template <class Config, DType kDType, bool kEven, bool kMasked>
 cudaError_t PrepareFlashFwd();
 
+// The decode configurations' launches (GQA-packed tiles, kernel_config.h):
+// FlashFwdKernel<Config, kDType, kEven = false, kMasked, kSplit>; with
+// kSplit, params.num_splits CTAs per query block write the workspace and
+// FlashCombineKernel reduces it into O and the LSE, on the same stream.
+template <class Config, DType kDType, bool kMasked, bool kSplit>
+cudaError_t LaunchFlashDecode(const FwdParams& params, cudaStream_t stream);
+template <class Config, DType kDType, bool kMasked, bool kSplit>
+cudaError_t PrepareFlashDecode();
+// CTAs of the variant resident per SM on the current device.
+template <class Config, DType kDType, bool kMasked, bool kSplit>
+int FlashDecodeBlocksPerSm();
+
 using LaunchFn = cudaError_t (*)(const FwdParams&, cudaStream_t);
 using PrepareFn = cudaError_t (*)();
+using OccupancyFn = int (*)();
 
 // One compiled variant of a configuration.
 struct Variant {
   LaunchFn launch = nullptr;
   PrepareFn prepare = nullptr;
+  OccupancyFn blocks_per_sm = nullptr;  // decode variants only
 };
+
+// A decode configuration's variants, by [bf16][masked][split].
+struct DecodeLaunchers {
+  Variant fn[2][2][2] = {};
+  const Variant& Get(DType dtype, bool masked, bool split) const {
+    return fn[dtype == DType::kBFloat16][masked][split];
+  }
+};
+
+template <class Config, DType kDType, bool kMasked, bool kSplit>
+constexpr Variant DecodeVariantOf() {
+  return {&LaunchFlashDecode<Config, kDType, kMasked, kSplit>,
+          &PrepareFlashDecode<Config, kDType, kMasked, kSplit>,
+          &FlashDecodeBlocksPerSm<Config, kDType, kMasked, kSplit>};
+}
+
+template <class Config>
+DecodeLaunchers AllDecodeLaunchers() {
+  DecodeLaunchers l;
+  l.fn[0][0][0] = DecodeVariantOf<Config, DType::kFloat16, false, false>();
+  l.fn[0][0][1] = DecodeVariantOf<Config, DType::kFloat16, false, true>();
+  l.fn[0][1][0] = DecodeVariantOf<Config, DType::kFloat16, true, false>();
+  l.fn[0][1][1] = DecodeVariantOf<Config, DType::kFloat16, true, true>();
+  l.fn[1][0][0] = DecodeVariantOf<Config, DType::kBFloat16, false, false>();
+  l.fn[1][0][1] = DecodeVariantOf<Config, DType::kBFloat16, false, true>();
+  l.fn[1][1][0] = DecodeVariantOf<Config, DType::kBFloat16, true, false>();
+  l.fn[1][1][1] = DecodeVariantOf<Config, DType::kBFloat16, true, true>();
+  return l;
+}
 
 template <class Config, DType kDType, bool kEven, bool kMasked>
 constexpr Variant VariantOf() {

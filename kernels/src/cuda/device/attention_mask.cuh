@@ -12,18 +12,24 @@
 
 namespace attn::fa2 {
 
-template <int kBlockM, int kBlockN>
+// kPacked (GQA-packed tiles, kernel_config.h's GqaPackedRows): tile row g
+// is query row g / heads_per_kv; otherwise tile rows are query rows.
+template <int kBlockM, int kBlockN, bool kPacked = false>
 struct BlockMask {
   int seqlen_k;
   int diag;          // seqlen_k - seqlen_q
   int window_left;   // −1: unbounded
   int window_right;  // −1: unbounded
+  int heads_per_kv = 1;  // query heads per KV head (kPacked only)
+
+  // The query row of tile row `row`.
+  __device__ __forceinline__ int QueryOf(int row) const { return kPacked ? row / heads_per_kv : row; }
 
   // Key blocks [begin, end) holding a key visible to some row of query block
   // `m_block` (rows m_block*kBlockM ... +kBlockM-1); end <= begin when none.
   __device__ __forceinline__ void KeyBlocks(int m_block, int* begin, int* end) const {
-    const int row_first = m_block * kBlockM;
-    const int row_last = row_first + kBlockM - 1;
+    const int row_first = QueryOf(m_block * kBlockM);
+    const int row_last = QueryOf(m_block * kBlockM + kBlockM - 1);
     int first_key = 0;
     int last_key = seqlen_k - 1;
     if (window_left >= 0) first_key = max(first_key, row_first + diag - window_left);
@@ -36,8 +42,8 @@ struct BlockMask {
   // block `m_block` (ragged end or a window edge crosses the block).
   template <bool kCheckEnd>
   __device__ __forceinline__ bool NeedsMask(int m_block, int n_block) const {
-    const int row_first = m_block * kBlockM;
-    const int row_last = row_first + kBlockM - 1;
+    const int row_first = QueryOf(m_block * kBlockM);
+    const int row_last = QueryOf(m_block * kBlockM + kBlockM - 1);
     const int key_first = n_block * kBlockN;
     const int key_last = key_first + kBlockN - 1;
     bool partial = kCheckEnd && key_last >= seqlen_k;
@@ -57,7 +63,7 @@ struct BlockMask {
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int row = row0 + 16 * mt + group + 8 * h;
+        const int row = QueryOf(row0 + 16 * mt + group + 8 * h);
         int lo = 0;
         int hi = seqlen_k - 1;
         if (window_left >= 0) lo = max(lo, row + diag - window_left);

@@ -57,6 +57,50 @@ struct TileCopy {
     }
   }
 
+  // Calls fn(row, smem_offset, chunk) for each chunk this thread moves:
+  // the chunk's index within its row, for tiles whose rows are not evenly
+  // spaced in global memory (GQA-packed Q and O: RowsAsync, StoreRows).
+  template <class Fn>
+  __device__ __forceinline__ static void ForEachRowChunk(int tid, Fn&& fn) {
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i) {
+      const int idx = tid + i * kThreads;
+      if (kTotalChunks % kThreads == 0 || idx < kTotalChunks) {
+        const int row = idx / kChunksPerRow;
+        const int chunk = idx % kChunksPerRow;
+        fn(row, Tile::ChunkOffset(row, chunk), chunk);
+      }
+    }
+  }
+
+  // LoadAsync for rows anywhere: `row_start(row)` points at row `row`'s
+  // first element; rows at or past `valid_rows` read nothing (zero-filled).
+  template <class T, class RowStart>
+  __device__ __forceinline__ static void LoadRowsAsync(uint32_t smem_tile, RowStart&& row_start,
+                                                       int tid, int valid_rows) {
+    ForEachRowChunk(tid, [&](int row, uint32_t offset, int chunk) {
+      const bool valid = row < valid_rows;
+      const T* src = row_start(valid ? row : 0) + chunk * kChunkElems;
+      CpAsync16ZeroFill(smem_tile + offset, src, valid);
+    });
+  }
+
+  // Store for rows anywhere (as LoadRowsAsync): the first `valid_rows` rows.
+  template <bool kNoAllocate, class T, class RowStart>
+  __device__ __forceinline__ static void StoreRows(RowStart&& row_start, uint32_t smem_tile,
+                                                   int tid, int valid_rows) {
+    ForEachRowChunk(tid, [&](int row, uint32_t offset, int chunk) {
+      if (row < valid_rows) {
+        T* dst = row_start(row) + chunk * kChunkElems;
+        if constexpr (kNoAllocate) {
+          StGlobal128NoAllocate(dst, LdShared128(smem_tile + offset));
+        } else {
+          StGlobal128(dst, LdShared128(smem_tile + offset));
+        }
+      }
+    });
+  }
+
   // Issues cp.async for the whole tile (the caller commits and waits).
   // `gmem` points at the tile's first element; rows are `row_stride` apart.
   template <bool kPredicated, class T>

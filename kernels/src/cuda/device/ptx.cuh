@@ -104,6 +104,20 @@ __device__ __forceinline__ uint32_t PackFloat2<__half>(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&pair);
 }
 
+// One float rounded to nearest into a T.
+template <class T>
+__device__ __forceinline__ T FromFloat(float x);
+
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+template <>
+__device__ __forceinline__ __half FromFloat<__half>(float x) {
+  return __float2half_rn(x);
+}
+
 // 2^x with the special-function unit (ex2.approx.ftz.f32, MUFU.EX2).
 __device__ __forceinline__ float Exp2Approx(float x) {
   float y;
