@@ -22,7 +22,8 @@ import json
 import os
 
 import torch
-from torch.nn.attention import SDPBackend
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from attnlib import DTYPES, AttnLib, git_commit, rel_err, sdpa_fn, time_ms
 
@@ -49,6 +50,19 @@ def reference(q, k, v, causal):
     return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask).transpose(1, 2)
 
 
+def sdpa_masked_fn(backend, q, k, v):
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    sq, sk = q.shape[1], k.shape[1]
+    i = torch.arange(sq, device="cuda")[:, None]
+    j = torch.arange(sk, device="cuda")[None, :]
+    mask = (j <= i + sk - sq)[None, None]
+
+    def run():
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, enable_gqa=True)
+    return run
+
+
 def copy_bandwidth(nbytes, warmup, iters):
     src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda")
     dst = torch.empty_like(src)
@@ -73,7 +87,9 @@ def run_row(lib, code, dtype, row, warmup, iters):
         us[column] = 1000 * time_ms(fn, warmup, iters)
     for column, backend in (("FA2 (SDPA flash)", SDPBackend.FLASH_ATTENTION),
                             ("cuDNN (SDPA cudnn)", SDPBackend.CUDNN_ATTENTION)):
-        fn = sdpa_fn(backend, q, k, v, causal)
+        # SDPA's is_causal is top-left when Sq != Sk: the bottom-right mask
+        # goes in as a boolean attn_mask instead (FA2's SDPA path refuses it).
+        fn = sdpa_masked_fn(backend, q, k, v) if causal and sq != sk else sdpa_fn(backend, q, k, v, causal)
         try:
             fn()
         except RuntimeError as e:

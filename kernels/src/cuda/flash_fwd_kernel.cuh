@@ -450,12 +450,22 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
     }
   }
   if (p.lse != nullptr && tig == 0) {
+    // LSE: [batch, heads_q, seqlen_q], or [heads_q, total_q] with varlen
+    // (one head per CTA unless packed: then lse_index's per-row head).
+    float* lse = p.cu_seqlens_q != nullptr
+                     ? p.lse + static_cast<int64_t>(head) * p.total_q + seq.q_start
+                     : p.lse + (static_cast<int64_t>(b) * p.heads_q + head) * p.seqlen_q;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = warp_row0 + 16 * mt + group + 8 * h;
-        if (row < q_rows) p.lse[lse_index(row)] = softmax.Lse(mt, h, p.scale_log2);
+        if (row >= q_rows) continue;
+        if constexpr (kPacked) {
+          p.lse[lse_index(row)] = softmax.Lse(mt, h, p.scale_log2);
+        } else {
+          lse[q_row0 + row] = softmax.Lse(mt, h, p.scale_log2);
+        }
       }
     }
   }
