@@ -7,6 +7,7 @@
 #include "attn/attention.h"
 #include "attn/c_boundary.h"
 #include "attn/ladder.h"
+#include "attn/validate.h"
 
 namespace {
 
@@ -115,6 +116,109 @@ extern "C" int attn_forward_split(const char* kernel, int dtype, const void* q, 
   args->workspace_bytes = workspace_bytes;
   return ReportToC(attn::Forward(*args, kernel, static_cast<CUstream_st*>(stream)), error,
                    error_size);
+}
+
+namespace {
+
+// attn_forward_kvcache's problem (without the mask and scale).
+absl::StatusOr<attn::AttentionProblem> KvCacheProblem(const attn_kv_cache_t* cache,
+                                                      int64_t batch, int64_t seqlen_q,
+                                                      int64_t heads_q, int64_t heads_kv,
+                                                      int64_t head_dim, int64_t total_q,
+                                                      bool varlen) {
+  if (cache == nullptr) return absl::InvalidArgumentError("cache is NULL");
+  attn::AttentionProblem problem;
+  problem.batch = batch;
+  problem.seqlen_q = seqlen_q;
+  problem.heads_q = heads_q;
+  problem.heads_kv = heads_kv;
+  problem.head_dim = head_dim;
+  problem.varlen = varlen;
+  if (varlen) problem.total_q = total_q;
+  problem.kv_cache = true;
+  problem.append = cache->k_new != nullptr || cache->v_new != nullptr;
+  problem.page_size = cache->block_table != nullptr ? cache->page_size : 0;
+  if (problem.page_size > 0) {
+    problem.num_pages = cache->num_pages;
+    problem.max_pages_per_seq = cache->max_pages_per_seq;
+    problem.seqlen_k = cache->max_pages_per_seq * cache->page_size;
+  } else {
+    problem.seqlen_k = cache->capacity;
+  }
+  return problem;
+}
+
+}  // namespace
+
+extern "C" int attn_forward_kvcache(const char* kernel, int dtype, const void* q, void* out,
+                                    float* lse, const int32_t* cu_seqlens_q,
+                                    const attn_kv_cache_t* cache, int64_t batch,
+                                    int64_t seqlen_q, int64_t heads_q, int64_t heads_kv,
+                                    int64_t head_dim, int causal, int64_t window_left,
+                                    int64_t window_right, float softmax_scale, int64_t total_q,
+                                    int num_splits, void* workspace, int64_t workspace_bytes,
+                                    void* stream, char* error, size_t error_size) {
+  RegisterLibraries();
+  if (kernel == nullptr) {
+    return ReportToC(absl::InvalidArgumentError("kernel is NULL"), error, error_size);
+  }
+  absl::StatusOr<attn::DType> type = DTypeFromC(dtype);
+  if (!type.ok()) return ReportToC(type.status(), error, error_size);
+  absl::StatusOr<attn::AttentionProblem> problem = KvCacheProblem(
+      cache, batch, seqlen_q, heads_q, heads_kv, head_dim, total_q, cu_seqlens_q != nullptr);
+  if (!problem.ok()) return ReportToC(problem.status(), error, error_size);
+  problem->causal = causal != 0;
+  problem->window_left = window_left;
+  problem->window_right = window_right;
+  problem->softmax_scale = softmax_scale;
+  problem->return_lse = lse != nullptr;
+  if (cache->cache_seqlens_host != nullptr) {
+    // Shape first, so the tables are read only within a valid shape.
+    absl::StatusOr<attn::KernelInfo> info = attn::FindKernel(kernel);
+    if (!info.ok()) return ReportToC(info.status(), error, error_size);
+    absl::Status st = attn::ValidateProblem(*problem, *info);
+    if (st.ok()) {
+      st = attn::ValidateKvCache(*problem, cache->cache_seqlens_host, cache->block_table_host,
+                                 cache->cu_seqlens_q_host);
+    }
+    if (!st.ok()) return ReportToC(st, error, error_size);
+  }
+  attn::AttentionArgs args = attn::AttentionArgs::Contiguous(*problem, *type, q, cache->k_cache,
+                                                             cache->v_cache, out, lse);
+  args.cu_seqlens_q = cu_seqlens_q;
+  args.cache_seqlens = cache->cache_seqlens;
+  args.block_table = cache->block_table;
+  args.k_new = cache->k_new;
+  args.v_new = cache->v_new;
+  args.num_splits = num_splits;
+  args.workspace = workspace;
+  args.workspace_bytes = workspace_bytes;
+  return ReportToC(attn::Forward(args, kernel, static_cast<CUstream_st*>(stream)), error,
+                   error_size);
+}
+
+extern "C" int64_t attn_kvcache_workspace_bytes(const char* kernel, const attn_kv_cache_t* cache,
+                                                int64_t batch, int64_t seqlen_q, int64_t heads_q,
+                                                int64_t heads_kv, int64_t head_dim,
+                                                int64_t total_q, int varlen, char* error,
+                                                size_t error_size) {
+  RegisterLibraries();
+  if (kernel == nullptr) {
+    ReportToC(absl::InvalidArgumentError("kernel is NULL"), error, error_size);
+    return -1;
+  }
+  absl::StatusOr<attn::AttentionProblem> problem = KvCacheProblem(
+      cache, batch, seqlen_q, heads_q, heads_kv, head_dim, total_q, varlen != 0);
+  if (!problem.ok()) {
+    ReportToC(problem.status(), error, error_size);
+    return -1;
+  }
+  absl::StatusOr<attn::KernelHandle> handle = attn::ResolveKernel(kernel);
+  if (!handle.ok()) {
+    ReportToC(handle.status(), error, error_size);
+    return -1;
+  }
+  return handle->WorkspaceBytes(*problem);
 }
 
 extern "C" int attn_kernel_caps(const char* kernel, attn_kernel_caps_t* caps) {

@@ -16,7 +16,7 @@ KernelInfo CpuKernelInfo() {
   info.backend = Backend::kCpu;
   KernelCapabilities& caps = info.caps;
   caps.causal = caps.window = caps.gqa = caps.seqlen_q_ne_k = caps.lse = caps.varlen =
-      caps.strided = true;
+      caps.strided = caps.kv_cache = true;
   return info;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <thread>
 
@@ -43,11 +44,16 @@ Sequence SequenceOf(const AttentionArgs& args, int64_t b) {
   Sequence s;
   if (p.varlen) {
     s.q_token0 = args.cu_seqlens_q[b];
-    s.k_token0 = args.cu_seqlens_k[b];
     s.sq = args.cu_seqlens_q[b + 1] - s.q_token0;
-    s.sk = args.cu_seqlens_k[b + 1] - s.k_token0;
   } else {
     s.sq = p.seqlen_q;
+  }
+  if (p.kv_cache) {  // the cached tokens and the appended ones
+    s.sk = args.cache_seqlens[b] + (p.append ? s.sq : 0);
+  } else if (p.varlen) {
+    s.k_token0 = args.cu_seqlens_k[b];
+    s.sk = args.cu_seqlens_k[b + 1] - s.k_token0;
+  } else {
     s.sk = p.seqlen_k;
   }
   return s;
@@ -56,6 +62,43 @@ Sequence SequenceOf(const AttentionArgs& args, int64_t b) {
 // Element offset of token `token` (packed index with varlen), head `h`.
 int64_t Offset(const TensorStrides& s, bool varlen, int64_t b, int64_t token, int64_t h) {
   return (varlen ? 0 : b * s.batch) + token * s.row + h * s.head;
+}
+
+// Element offset of key token `token` of sequence b (packed index without
+// a cache), head `h`, in K or V (strides `s`): dense, packed or paged.
+int64_t KeyOffset(const AttentionArgs& args, const TensorStrides& s, int64_t b, int64_t token,
+                  int64_t h) {
+  const AttentionProblem& p = args.problem;
+  if (p.Paged()) {
+    const int64_t page = args.block_table[b * p.max_pages_per_seq + token / p.page_size];
+    return page * s.batch + (token % p.page_size) * s.row + h * s.head;
+  }
+  return Offset(s, p.VarlenKeys(), b, token, h);
+}
+
+// Writes the new K/V rows of every sequence into its cache (append).
+void AppendToCache(const AttentionArgs& args) {
+  const AttentionProblem& p = args.problem;
+  const size_t row_bytes = p.head_dim * DTypeSize(args.dtype);
+  const size_t elem = DTypeSize(args.dtype);
+  // The cache is written through k / v (attn/problem.h: writable with append).
+  char* k = static_cast<char*>(const_cast<void*>(args.k));
+  char* v = static_cast<char*>(const_cast<void*>(args.v));
+  const char* k_new = static_cast<const char*>(args.k_new);
+  const char* v_new = static_cast<const char*>(args.v_new);
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const Sequence seq = SequenceOf(args, b);
+    for (int64_t i = 0; i < seq.sq; ++i) {
+      const int64_t token = args.cache_seqlens[b] + i;
+      for (int64_t h = 0; h < p.heads_kv; ++h) {
+        const int64_t from = seq.q_token0 + i;
+        std::memcpy(k + KeyOffset(args, args.k_strides, b, token, h) * elem,
+                    k_new + Offset(args.k_new_strides, p.varlen, b, from, h) * elem, row_bytes);
+        std::memcpy(v + KeyOffset(args, args.v_strides, b, token, h) * elem,
+                    v_new + Offset(args.v_new_strides, p.varlen, b, from, h) * elem, row_bytes);
+      }
+    }
+  }
 }
 
 // Per-thread scratch, reused across tasks.
@@ -94,10 +137,10 @@ void RunTask(const AttentionArgs& args, float scale, int64_t b, int64_t h, int64
   w.row.resize(d);
   for (int64_t j = 0; j < keys; ++j) {
     const int64_t token = seq.k_token0 + key_lo + j;
-    ToFloat(k_base + Offset(args.k_strides, p.varlen, b, token, h_kv) * elem, dtype, d,
+    ToFloat(k_base + KeyOffset(args, args.k_strides, b, token, h_kv) * elem, dtype, d,
             w.row.data());
     for (int64_t c = 0; c < d; ++c) w.keys_t[c * keys + j] = w.row[c];
-    ToFloat(v_base + Offset(args.v_strides, p.varlen, b, token, h_kv) * elem, dtype, d,
+    ToFloat(v_base + KeyOffset(args, args.v_strides, b, token, h_kv) * elem, dtype, d,
             &w.values[j * d]);
   }
 
@@ -236,6 +279,7 @@ std::vector<double> NaiveF64(const AttentionProblem& p, double scale, const floa
 bool AttentionCpu(const AttentionArgs& args, int num_threads, const std::atomic<bool>* cancel) {
   const AttentionProblem& p = args.problem;
   const float scale = p.ResolvedScale();
+  if (p.kv_cache && p.append) AppendToCache(args);
   // Varlen: seqlen_q is the longest sequence; shorter ones skip their extra tasks.
   const int64_t row_tasks = (p.seqlen_q + kTaskRows - 1) / kTaskRows;
   const int64_t tasks = p.batch * p.heads_q * row_tasks;

@@ -67,7 +67,18 @@ std::string AttentionProblem::ToString() const {
   if (window_left >= 0 || window_right >= 0) {
     absl::StrAppend(&s, ", window=(", window_left, ",", window_right, ")");
   }
-  if (varlen) absl::StrAppend(&s, ", varlen total_q=", total_q, " total_k=", total_k);
+  if (varlen) {
+    absl::StrAppend(&s, ", varlen total_q=", total_q);
+    if (!kv_cache) absl::StrAppend(&s, " total_k=", total_k);
+  }
+  if (kv_cache) {
+    absl::StrAppend(&s, ", kv_cache");
+    if (page_size > 0) {
+      absl::StrAppend(&s, " pages=", num_pages, "x", page_size, " max_pages_per_seq=",
+                      max_pages_per_seq);
+    }
+    if (append) absl::StrAppend(&s, " append");
+  }
   if (return_lse) absl::StrAppend(&s, ", lse");
   absl::StrAppend(&s, "]");
   return s;
@@ -101,8 +112,12 @@ AttentionArgs AttentionArgs::Contiguous(const AttentionProblem& problem, DType d
   args.lse = lse;
   args.q_strides = ContiguousStrides(problem.seqlen_q, problem.heads_q, problem.head_dim);
   args.out_strides = args.q_strides;
-  args.k_strides = ContiguousStrides(problem.seqlen_k, problem.heads_kv, problem.head_dim);
+  args.k_strides = problem.Paged()
+                       ? ContiguousStrides(problem.page_size, problem.heads_kv, problem.head_dim)
+                       : ContiguousStrides(problem.seqlen_k, problem.heads_kv, problem.head_dim);
   args.v_strides = args.k_strides;
+  args.k_new_strides = ContiguousStrides(problem.seqlen_q, problem.heads_kv, problem.head_dim);
+  args.v_new_strides = args.k_new_strides;
   return args;
 }
 

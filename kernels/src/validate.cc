@@ -11,6 +11,7 @@
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -70,13 +71,13 @@ struct StridedDim {
   int64_t size;
 };
 
-// `seq_len` is the tensor's sequence length, `tokens` the rows its row
-// stride steps over (seq_len, or the varlen total).
-absl::Status CheckStrides(const char* name, const TensorStrides& s, int64_t seq_len,
-                          int64_t tokens, int64_t heads, const AttentionProblem& p,
-                          const KernelInfo& kernel, bool is_output) {
+// `batch` is what the batch stride steps over (1: unused), `seq_len` the
+// tensor's sequence length, `tokens` the rows its row stride steps over
+// (seq_len, or the varlen total).
+absl::Status CheckStrides(const char* name, const TensorStrides& s, int64_t batch,
+                          int64_t seq_len, int64_t tokens, int64_t heads,
+                          const AttentionProblem& p, const KernelInfo& kernel, bool is_output) {
   const bool gpu = kernel.backend == Backend::kCuda;
-  const int64_t batch = p.varlen ? 1 : p.batch;  // varlen: no batch stride
   const std::array<StridedDim, 3> dims = {{{"batch", s.batch, batch},
                                            {"row", s.row, tokens},
                                            {"head", s.head, heads}}};
@@ -132,6 +133,42 @@ absl::Status CheckStrides(const char* name, const TensorStrides& s, int64_t seq_
   return absl::OkStatus();
 }
 
+// The K/V cache's fields: set only with kv_cache; a paged cache's page
+// size a power of two, its pools and block table within int32 indices, and
+// seqlen_k its capacity.
+absl::Status CheckKvCacheShape(const AttentionProblem& p) {
+  if (!p.kv_cache) {
+    if (p.append) return Invalid("append is set but kv_cache is not (append writes into a cache)");
+    if (p.page_size != 0) {
+      return Invalid(absl::StrFormat("page_size is %d but kv_cache is not set", p.page_size));
+    }
+    return absl::OkStatus();
+  }
+  if (p.page_size == 0) return absl::OkStatus();  // dense: [batch, seqlen_k, heads_kv, head_dim]
+  if (p.page_size < 1 || p.page_size > kMaxPageSize || (p.page_size & (p.page_size - 1)) != 0) {
+    return Invalid(absl::StrFormat(
+        "page_size is %d; it must be a power of two between 1 and %d (0: a dense cache)",
+        p.page_size, kMaxPageSize));
+  }
+  if (p.num_pages < 1 || p.num_pages > kMaxTotal) {
+    return Invalid(absl::StrFormat(
+        "num_pages is %d; a paged cache has between 1 and %d pages (block_table is int32)",
+        p.num_pages, kMaxTotal));
+  }
+  if (p.max_pages_per_seq < 1 || p.max_pages_per_seq > kMaxTotal / p.page_size) {
+    return Invalid(absl::StrFormat(
+        "max_pages_per_seq is %d; it must be between 1 and %d at page_size %d", p.max_pages_per_seq,
+        kMaxTotal / p.page_size, p.page_size));
+  }
+  if (p.seqlen_k != p.max_pages_per_seq * p.page_size) {
+    return Invalid(absl::StrFormat(
+        "seqlen_k is %d; a paged cache's is its capacity, max_pages_per_seq (%d) x page_size (%d) "
+        "= %d",
+        p.seqlen_k, p.max_pages_per_seq, p.page_size, p.max_pages_per_seq * p.page_size));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateProblem(const AttentionProblem& p, const KernelInfo& kernel) {
@@ -155,6 +192,7 @@ absl::Status ValidateProblem(const AttentionProblem& p, const KernelInfo& kernel
   if (p.varlen) {
     for (const auto& total : {std::make_pair("total_q", p.total_q),
                               std::make_pair("total_k", p.total_k)}) {
+      if (p.kv_cache && total.first[6] == 'k') continue;  // keys come from the cache
       if (total.second < 1 || total.second > kMaxTotal) {
         return Invalid(absl::StrFormat(
             "%s is %d; with varlen it must be between 1 and %d (cu_seqlens are int32)",
@@ -162,6 +200,7 @@ absl::Status ValidateProblem(const AttentionProblem& p, const KernelInfo& kernel
       }
     }
   }
+  if (absl::Status st = CheckKvCacheShape(p); !st.ok()) return st;
   const int64_t q_tokens = p.QTokens();
   const int64_t kv_tokens = p.KVTokens();
   if (ProductExceeds({q_tokens, p.heads_q, p.head_dim}, kMaxElements) ||
@@ -218,6 +257,9 @@ absl::Status ValidateProblem(const AttentionProblem& p, const KernelInfo& kernel
   if (p.return_lse && !caps.lse) {
     return Invalid(
         absl::StrFormat("return_lse is set; kernel '%s' has no LSE output", kernel.name));
+  }
+  if (p.kv_cache && !caps.kv_cache) {
+    return Invalid(absl::StrFormat("kv_cache is set; kernel '%s' has no K/V cache", kernel.name));
   }
   if (p.varlen && !caps.varlen) {
     return Invalid(absl::StrFormat(
@@ -296,29 +338,64 @@ absl::Status ValidateArgs(const AttentionArgs& args, const KernelInfo& kernel) {
     }
   }
 
-  const struct {
+  if (p.kv_cache) {
+    if (absl::Status st = CheckPointer("cache_seqlens", args.cache_seqlens, 4, " (kv_cache)");
+        !st.ok()) {
+      return st;
+    }
+    if (p.Paged()) {
+      if (absl::Status st = CheckPointer("block_table", args.block_table, 4, " (paged)"); !st.ok()) {
+        return st;
+      }
+    }
+    if (p.append) {
+      for (const auto& t : {std::make_pair("k_new", args.k_new), std::make_pair("v_new", args.v_new)}) {
+        if (absl::Status st = CheckPointer(t.first, t.second, align, why); !st.ok()) return st;
+      }
+    }
+  }
+
+  // Each tensor as [batch, seq_len, heads, head_dim]: the batch its batch
+  // stride steps over (none with packed tokens; a paged cache's pages) and
+  // the tokens its row stride steps over.
+  const int64_t q_batch = p.varlen ? 1 : p.batch;
+  const int64_t q_rows = p.varlen ? p.QTokens() : p.seqlen_q;
+  int64_t kv_batch = p.batch, kv_seq = p.seqlen_k, kv_rows = p.seqlen_k;
+  if (p.Paged()) {
+    kv_batch = p.num_pages;
+    kv_seq = kv_rows = p.page_size;
+  } else if (p.VarlenKeys()) {
+    kv_batch = 1;
+    kv_rows = p.total_k;
+  }
+  struct StridedTensor {
     const char* name;
     const TensorStrides& strides;
-    int64_t seq_len, tokens, heads;
+    int64_t batch, seq_len, rows, heads;
     bool is_output;
-  } tensors[] = {
-      {"q_strides", args.q_strides, p.seqlen_q, p.QTokens(), p.heads_q, false},
-      {"k_strides", args.k_strides, p.seqlen_k, p.KVTokens(), p.heads_kv, false},
-      {"v_strides", args.v_strides, p.seqlen_k, p.KVTokens(), p.heads_kv, false},
-      {"out_strides", args.out_strides, p.seqlen_q, p.QTokens(), p.heads_q, true},
   };
-  for (const auto& t : tensors) {
-    // Non-varlen: the row stride steps over one sequence's tokens.
-    const int64_t tokens = p.varlen ? t.tokens : t.seq_len;
-    if (absl::Status st = CheckStrides(t.name, t.strides, t.seq_len, tokens, t.heads, p, kernel,
-                                       t.is_output);
+  std::vector<StridedTensor> tensors = {
+      {"q_strides", args.q_strides, q_batch, p.seqlen_q, q_rows, p.heads_q, false},
+      {"k_strides", args.k_strides, kv_batch, kv_seq, kv_rows, p.heads_kv, false},
+      {"v_strides", args.v_strides, kv_batch, kv_seq, kv_rows, p.heads_kv, false},
+      {"out_strides", args.out_strides, q_batch, p.seqlen_q, q_rows, p.heads_q, true},
+  };
+  if (p.kv_cache && p.append) {
+    tensors.push_back({"k_new_strides", args.k_new_strides, q_batch, p.seqlen_q, q_rows,
+                       p.heads_kv, false});
+    tensors.push_back({"v_new_strides", args.v_new_strides, q_batch, p.seqlen_q, q_rows,
+                       p.heads_kv, false});
+  }
+  for (const StridedTensor& t : tensors) {
+    if (absl::Status st = CheckStrides(t.name, t.strides, t.batch, t.seq_len, t.rows, t.heads, p,
+                                       kernel, t.is_output);
         !st.ok()) {
       return st;
     }
   }
 
   // GPU kernels step through K and V tiles with one row stride.
-  if (gpu && p.KVTokens() > 1 && args.k_strides.row != args.v_strides.row) {
+  if (gpu && kv_rows > 1 && args.k_strides.row != args.v_strides.row) {
     return Invalid(absl::StrFormat(
         "v_strides.row (%d) differs from k_strides.row (%d); GPU kernels need K and V rows the "
         "same distance apart",
@@ -332,10 +409,53 @@ absl::Status ValidateArgs(const AttentionArgs& args, const KernelInfo& kernel) {
         !st.ok()) {
       return st;
     }
-    if (absl::Status st =
-            ValidateCuSeqlens(args.cu_seqlens_k, p.batch, p.total_k, p.seqlen_k, "cu_seqlens_k");
-        !st.ok()) {
-      return st;
+    if (p.VarlenKeys()) {
+      if (absl::Status st = ValidateCuSeqlens(args.cu_seqlens_k, p.batch, p.total_k, p.seqlen_k,
+                                              "cu_seqlens_k");
+          !st.ok()) {
+        return st;
+      }
+    }
+  }
+  if (p.kv_cache && !gpu) {
+    return ValidateKvCache(p, args.cache_seqlens, args.block_table, args.cu_seqlens_q);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateKvCache(const AttentionProblem& p, const int32_t* cache_seqlens,
+                             const int32_t* block_table, const int32_t* cu_seqlens_q) {
+  if (cache_seqlens == nullptr) return Invalid("cache_seqlens must be given with kv_cache");
+  if (p.Paged() && block_table == nullptr) return Invalid("block_table must be given when paged");
+  if (p.append && p.varlen && cu_seqlens_q == nullptr) {
+    return Invalid("cu_seqlens_q must be given with varlen (it splits the appended tokens)");
+  }
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t cached = cache_seqlens[b];
+    const int64_t added =
+        !p.append ? 0 : (p.varlen ? int64_t{cu_seqlens_q[b + 1]} - cu_seqlens_q[b] : p.seqlen_q);
+    if (cached < 0) {
+      return Invalid(absl::StrFormat("cache_seqlens[%d] is %d; it must be >= 0", b, cached));
+    }
+    if (cached + added > p.seqlen_k) {
+      return Invalid(absl::StrFormat(
+          "cache_seqlens[%d] is %d%s; the cache holds at most %d tokens per sequence%s", b, cached,
+          added > 0 ? absl::StrFormat(" (+ %d appended)", added) : "", p.seqlen_k,
+          p.Paged() ? absl::StrFormat(" (max_pages_per_seq %d x page_size %d)",
+                                      p.max_pages_per_seq, p.page_size)
+                    : ""));
+    }
+    if (!p.Paged()) continue;
+    // The pages the sequence uses; entries past them are never read.
+    const int64_t pages = (cached + added + p.page_size - 1) / p.page_size;
+    for (int64_t i = 0; i < pages; ++i) {
+      const int64_t page = block_table[b * p.max_pages_per_seq + i];
+      if (page < 0 || page >= p.num_pages) {
+        return Invalid(absl::StrFormat(
+            "block_table[%d][%d] is %d; the pages sequence %d uses (%d tokens) must be in "
+            "[0, num_pages = %d)",
+            b, i, page, b, cached + added, p.num_pages));
+      }
     }
   }
   return absl::OkStatus();

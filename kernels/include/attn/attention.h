@@ -10,7 +10,8 @@
 //     kMaxCpuHeadDim, any seq_len. Runs synchronously; `stream` is ignored.
 //   * "flash_fwd", the production GPU kernel: every feature of attn/problem.h
 //     (causal, window, any lengths, GQA/MQA, head_dim 64/96/128/192/256, LSE,
-//     varlen, strides), in the best kernel family each device has
+//     varlen, strides, a dense or paged K/V cache with append), in the best
+//     kernel family each device has
 //     (attn/kernel_family.h).
 // Other kernel libraries register theirs (attn/kernel_library.h): the
 // FlashAttention-2 ladder ("k01_base" ... and the step-7 tuning candidates)
@@ -65,6 +66,7 @@ struct KernelCapabilities {
   bool lse = false;             // return_lse
   bool varlen = false;          // packed sequences with cu_seqlens
   bool strided = false;         // non-contiguous strides
+  bool kv_cache = false;        // a K/V cache: cache_seqlens, paged, append
   int min_compute_capability = 0;  // e.g. 80 for sm_80; 0 for the CPU
 };
 

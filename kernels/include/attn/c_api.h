@@ -79,6 +79,57 @@ int attn_forward_split(const char* kernel, int dtype, const void* q, const void*
                        void* workspace, int64_t workspace_bytes, void* stream, char* error,
                        size_t error_size);
 
+/* A K/V cache (FlashAttention-2's flash_attn_with_kvcache; attn/problem.h's
+ * kv_cache), for attn_forward_kvcache. Device pointers for GPU kernels,
+ * host pointers for the CPU reference. */
+typedef struct {
+  /* The cache, written by an append: dense [batch, capacity, heads_kv,
+   * head_dim], or paged pools [num_pages, page_size, heads_kv, head_dim]. */
+  void* k_cache;
+  void* v_cache;
+  const int32_t* cache_seqlens; /* [batch]: tokens each sequence has cached */
+  const int32_t* block_table;   /* NULL: dense; else [batch, max_pages_per_seq] page indices */
+  int64_t capacity;             /* dense: tokens per sequence; paged: ignored */
+  int64_t page_size;            /* paged: tokens per page, a power of two; else 0 */
+  int64_t num_pages;            /* paged: pages in each pool */
+  int64_t max_pages_per_seq;    /* paged: columns of block_table */
+  /* NULL, or the new tokens' keys and values, [batch, seqlen_q, heads_kv,
+   * head_dim] (varlen: [total_q, heads_kv, head_dim]): written into the cache
+   * at cache_seqlens[b] before the attention, which then sees them too. */
+  const void* k_new;
+  const void* v_new;
+  /* Optional host copies of the device tables (GPU kernels): when given,
+   * they are checked first (lengths within the capacity, pages in range),
+   * and a bad entry is refused with 3 naming it. Without them a bad entry
+   * is never read or written outside the cache, but its result is
+   * unspecified. cu_seqlens_q_host is needed only with varlen and k_new. */
+  const int32_t* cache_seqlens_host;
+  const int32_t* block_table_host;
+  const int32_t* cu_seqlens_q_host;
+} attn_kv_cache_t;
+
+/* Attention of q [batch, seqlen_q, heads_q, head_dim] (varlen with
+ * cu_seqlens_q: [total_q, heads_q, head_dim]) over a K/V cache: sequence b
+ * sees its cache_seqlens[b] cached tokens and, with k_new, its seqlen_q new
+ * ones (causal: aligned to the bottom right, so new token i sees the cache
+ * and new tokens 0..i). The other arguments are attn_forward_split's; lse
+ * and out as q's layout there. */
+int attn_forward_kvcache(const char* kernel, int dtype, const void* q, void* out, float* lse,
+                         const int32_t* cu_seqlens_q, const attn_kv_cache_t* cache,
+                         int64_t batch, int64_t seqlen_q, int64_t heads_q, int64_t heads_kv,
+                         int64_t head_dim, int causal, int64_t window_left,
+                         int64_t window_right, float softmax_scale, int64_t total_q,
+                         int num_splits, void* workspace, int64_t workspace_bytes, void* stream,
+                         char* error, size_t error_size);
+
+/* Bytes of workspace kernel `kernel` runs the attn_forward_kvcache problem
+ * fastest with on the calling thread's current device (its own choice of
+ * split-KV splits); 0 when none, or -1 with `error` for an unknown kernel. */
+int64_t attn_kvcache_workspace_bytes(const char* kernel, const attn_kv_cache_t* cache,
+                                     int64_t batch, int64_t seqlen_q, int64_t heads_q,
+                                     int64_t heads_kv, int64_t head_dim, int64_t total_q,
+                                     int varlen, char* error, size_t error_size);
+
 /* What a kernel accepts (attn::KernelCapabilities). Flags are 0 or 1. */
 typedef struct {
   int backend;                /* 0 CPU, 1 CUDA */

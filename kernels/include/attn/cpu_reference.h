@@ -14,8 +14,9 @@
 namespace attn {
 
 // The "cpu_reference" kernel: every feature of attn/problem.h (strides,
-// GQA/MQA, causal, sliding window, seqlen_q != seqlen_k, varlen, LSE; a row
-// that sees no key gets 0 and LSE -inf) over host tensors in 16-bit storage,
+// GQA/MQA, causal, sliding window, seqlen_q != seqlen_k, varlen, LSE, dense
+// and paged K/V caches with append; a row that sees no key gets 0 and LSE
+// -inf) over host tensors in 16-bit storage,
 // with float accumulation. Tiled over query rows and key blocks with an online
 // softmax (the FlashAttention recurrence), so memory stays O(keys · head_dim)
 // per thread; work is split over `num_threads` threads (0 = hardware

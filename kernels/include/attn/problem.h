@@ -24,6 +24,22 @@
 //
 // LSE (when return_lse): float32 log(sum_j exp(q·k_j * scale)) per query row,
 // [batch, heads_q, seqlen_q] contiguous; with varlen [heads_q, total_q].
+//
+// K/V cache (kv_cache; FlashAttention-2's flash_attn_with_kvcache): K and V
+// are a cache, and sequence b's keys are its first cache_seqlens[b] tokens
+// there (AttentionArgs::cache_seqlens, int32 [batch]) — plus, with append,
+// its new tokens, which the call first writes into the cache at positions
+// cache_seqlens[b] ... (AttentionArgs::k_new / v_new: as many tokens as the
+// sequence has queries). seqlen_k is then the cache's capacity per sequence;
+// varlen packs the queries (and new tokens) only, and cu_seqlens_k and
+// total_k are not used. The cache is either
+//   * dense: [batch, seqlen_k, heads_kv, head_dim] (strides as any K), or
+//   * paged (page_size > 0): pools [num_pages, page_size, heads_kv, head_dim]
+//     (the strides' `batch` is the page stride) and a block table, int32
+//     [batch, max_pages_per_seq]: token t of sequence b is row t % page_size
+//     of page block_table[b * max_pages_per_seq + t / page_size]; seqlen_k is
+//     max_pages_per_seq * page_size. Pages may be shared between sequences
+//     (read-only: an append must not write a shared page).
 #ifndef ATTN_PROBLEM_H_
 #define ATTN_PROBLEM_H_
 
@@ -50,6 +66,12 @@ struct AttentionProblem {
   bool varlen = false;
   int64_t total_q = 0;  // varlen only
   int64_t total_k = 0;  // varlen only
+  // K/V cache (see above).
+  bool kv_cache = false;
+  bool append = false;            // kv_cache only: write k_new / v_new first
+  int64_t page_size = 0;          // 0: a dense cache; else tokens per page, a power of two
+  int64_t num_pages = 0;          // paged only: pages in each pool
+  int64_t max_pages_per_seq = 0;  // paged only: columns of the block table
 
   // Non-causal self-attention over [batch, seq_len, heads, head_dim] (the
   // seed's problem, and what a request without the newer fields means).
@@ -61,12 +83,19 @@ struct AttentionProblem {
   int64_t EffectiveWindowRight() const { return causal ? 0 : window_right; }
   bool HasMask() const { return causal || window_left >= 0 || window_right >= 0; }
   bool IsSelfAttentionShape() const {
-    return seqlen_q == seqlen_k && heads_q == heads_kv && !varlen;
+    return seqlen_q == seqlen_k && heads_q == heads_kv && !varlen && !kv_cache;
   }
+  bool Paged() const { return kv_cache && page_size > 0; }
+  // Whether K/V tokens are packed by cu_seqlens_k (varlen without a cache).
+  bool VarlenKeys() const { return varlen && !kv_cache; }
 
-  // Tokens of Q/O and of K/V in memory (batch * seqlen, or the varlen totals).
+  // Tokens of Q/O (and of k_new / v_new) and of K/V in memory (batch *
+  // seqlen, or the varlen totals; a paged cache's pools).
   int64_t QTokens() const { return varlen ? total_q : batch * seqlen_q; }
-  int64_t KVTokens() const { return varlen ? total_k : batch * seqlen_k; }
+  int64_t KVTokens() const {
+    if (Paged()) return num_pages * page_size;
+    return VarlenKeys() ? total_k : batch * seqlen_k;
+  }
   int64_t QElements() const { return QTokens() * heads_q * head_dim; }   // Q and O
   int64_t KVElements() const { return KVTokens() * heads_kv * head_dim; }  // K and V
   int64_t LseElements() const { return return_lse ? QTokens() * heads_q : 0; }
@@ -78,7 +107,7 @@ struct AttentionProblem {
   // Number of query rows × visible keys summed over the problem: the work of
   // the call. Exact for masks and ragged lengths; for varlen it needs the
   // host copies of the offsets (batch + 1 each), else it assumes every
-  // sequence has the longest lengths.
+  // sequence has the longest lengths (a K/V cache: full to capacity).
   double VisiblePairs(const int32_t* cu_seqlens_q_host = nullptr,
                       const int32_t* cu_seqlens_k_host = nullptr) const;
   // 4 · head_dim · heads_q · VisiblePairs: two GEMMs, a multiply-add each.
@@ -109,6 +138,9 @@ int64_t SplitKvWorkspaceBytes(const AttentionProblem& problem, int num_splits);
 // Dense strides of a tensor of `heads` heads: [batch, seq_len, heads, head_dim].
 TensorStrides ContiguousStrides(int64_t seq_len, int64_t heads, int64_t head_dim);
 
+// The largest page a paged K/V cache may have (tokens).
+inline constexpr int64_t kMaxPageSize = int64_t{1} << 16;
+
 // A call's memory. Host pointers for the CPU kernel, device pointers for GPU
 // kernels (cu_seqlens too). q, k, v, out share `dtype`; lse is float32.
 struct AttentionArgs {
@@ -128,6 +160,17 @@ struct AttentionArgs {
   // choice of splits uses; given less, it does not split.
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
+  // K/V cache (problem.kv_cache; device memory for GPU kernels):
+  // cache_seqlens [batch] tokens each sequence has cached before the call;
+  // block_table [batch, max_pages_per_seq] when paged. With append, k_new
+  // and v_new [batch, seqlen_q, heads_kv, head_dim] (varlen: [total_q,
+  // heads_kv, head_dim], split as q) are written into the cache, so k and v
+  // must then point to writable memory.
+  const int32_t* cache_seqlens = nullptr;
+  const int32_t* block_table = nullptr;
+  const void* k_new = nullptr;
+  const void* v_new = nullptr;
+  TensorStrides k_new_strides, v_new_strides;
   // Split-KV for problems of few query rows: 0 = the kernel's choice (from
   // the problem and the device, within the workspace given), 1 = none, n =
   // n splits (at most kMaxSplits, fewer when there are fewer key blocks),
@@ -135,7 +178,9 @@ struct AttentionArgs {
   // is the same up to rounding whatever the count.
   int num_splits = 0;
 
-  // Dense tensors for `problem` (strides from its lengths and heads).
+  // Dense tensors for `problem` (strides from its lengths and heads; a paged
+  // cache's pools [num_pages, page_size, heads_kv, head_dim]; k_new and v_new
+  // shaped as q with heads_kv heads).
   static AttentionArgs Contiguous(const AttentionProblem& problem, DType dtype, const void* q,
                                   const void* k, const void* v, void* out,
                                   float* lse = nullptr);

@@ -36,6 +36,19 @@ absl::Status ValidateProblem(const AttentionProblem& problem, const KernelInfo& 
 absl::Status ValidateCuSeqlens(const int32_t* host, int64_t batch, int64_t total,
                                int64_t max_len, const char* field);
 
+// Host copies of a K/V cache's tables (problem.kv_cache): cache_seqlens
+// [batch] each >= 0 and, with the appended tokens (seqlen_q, or per
+// sequence from cu_seqlens_q with varlen), within the capacity seqlen_k;
+// when paged, block_table [batch, max_pages_per_seq] with every page a
+// sequence uses in [0, num_pages). Like cu_seqlens, GPU kernels cannot
+// have these device tables checked by ValidateArgs; they never read or
+// write outside the cache whatever the tables hold (lengths are clamped to
+// the capacity, rows on a page out of range read as zeros and are not
+// written), but the result of such a call is unspecified. A caller that
+// holds the host copies checks them here; the CPU kernel's ValidateArgs does.
+absl::Status ValidateKvCache(const AttentionProblem& problem, const int32_t* cache_seqlens,
+                             const int32_t* block_table, const int32_t* cu_seqlens_q);
+
 // args.workspace, workspace_bytes and num_splits: num_splits in
 // [0, kMaxSplits]; a workspace given is 16-byte aligned with
 // workspace_bytes >= 0; num_splits > 1 needs a workspace of at least

@@ -33,11 +33,11 @@ KernelInfo BaseInfo() {
   info.name = kProductionKernelName;
   info.description =
       "production FA2 forward: causal, window, any lengths, GQA/MQA, LSE, varlen, strides; "
-      "head_dim 64/96/128/192/256, each with its own tile; up to 16 query rows: a "
-      "GQA-packed decode tile with split-KV";
+      "head_dim 64/96/128/192/256, each with its own tile; up to 16 query rows and K/V "
+      "caches (dense or paged, with append): a GQA-packed decode tile with split-KV";
   KernelCapabilities& caps = info.caps;
   caps.causal = caps.window = caps.gqa = caps.seqlen_q_ne_k = caps.lse = caps.varlen =
-      caps.strided = true;
+      caps.strided = caps.kv_cache = true;
   return info;
 }
 

@@ -20,7 +20,8 @@
 // The ladder steps are all <kEven = true, kMasked = false, kSplit = false>.
 //
 // With Cfg::kPackGqa the grid's y is the KV head and a tile's rows are the
-// (query row, query head) pairs of its group (kernel_config.h).
+// (query row, query head) pairs of its group (kernel_config.h); these decode
+// configurations also read K/V caches, dense or paged (FwdParams).
 //
 // Shared memory: Q [kBlockM x pitch], K and V [kBlockN x pitch] each, one
 // buffer per tensor; O is staged through Q's buffer at the end.
@@ -81,18 +82,22 @@ struct SequenceSpan {
   int seqlen_k;
   int q_start;  // first packed query token (varlen LSE index), else 0
 
+  // kCache: the launch may carry a K/V cache (FwdParams::cache_seqlens).
+  template <bool kCache>
   __device__ __forceinline__ static SequenceSpan Of(const FwdParams& p, int b) {
     SequenceSpan s;
     if (p.cu_seqlens_q != nullptr) {
       const int q0 = p.cu_seqlens_q[b];
-      const int k0 = p.cu_seqlens_k[b];
       s.seqlen_q = p.cu_seqlens_q[b + 1] - q0;
-      s.seqlen_k = p.cu_seqlens_k[b + 1] - k0;
       s.q_start = q0;
       s.q_offset = q0 * p.q_row_stride;
       s.o_offset = q0 * p.o_row_stride;
-      s.k_offset = k0 * p.kv_row_stride;
-      s.v_offset = k0 * p.kv_row_stride;
+      if (!kCache || p.cu_seqlens_k != nullptr) {  // a cache's keys are not packed
+        const int k0 = p.cu_seqlens_k[b];
+        s.seqlen_k = p.cu_seqlens_k[b + 1] - k0;
+        s.k_offset = k0 * p.kv_row_stride;
+        s.v_offset = k0 * p.kv_row_stride;
+      }
     } else {
       s.seqlen_q = p.seqlen_q;
       s.seqlen_k = p.seqlen_k;
@@ -101,6 +106,16 @@ struct SequenceSpan {
       s.o_offset = b * p.o_batch_stride;
       s.k_offset = b * p.k_batch_stride;
       s.v_offset = b * p.v_batch_stride;
+    }
+    if constexpr (kCache) {
+      if (p.cache_seqlens != nullptr) {
+        // Cached keys plus the appended ones, clamped to the capacity.
+        const int keys = p.cache_seqlens[b] + (p.k_new != nullptr ? s.seqlen_q : 0);
+        s.seqlen_k = min(max(keys, 0), p.seqlen_k);
+        const int64_t seq = p.block_table != nullptr ? 0 : b;  // paged: per block
+        s.k_offset = seq * p.k_batch_stride;
+        s.v_offset = seq * p.v_batch_stride;
+      }
     }
     return s;
   }
@@ -141,7 +156,7 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
   const int m_block = kMasked ? m_blocks - 1 - m_in_grid : m_in_grid;
   const int head = blockIdx.y;  // packed: the KV head
   const int b = blockIdx.z;
-  const SequenceSpan seq = SequenceSpan::Of(p, b);
+  const SequenceSpan seq = SequenceSpan::Of<kPacked>(p, b);
   const int pack = kPacked ? p.heads_per_kv : 1;  // query heads per tile row group
   const int tile_rows = seq.seqlen_q * pack;      // rows of this (sequence, head or group)
   if (kRaggedRows && m_block * Cfg::kBlockM >= tile_rows) return;  // past this sequence
@@ -203,14 +218,38 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
   const int64_t kv_block_stride = Cfg::kBlockN * kv_row_stride;
   // Rows of key block j that exist (the last block of a ragged sequence is short).
   auto key_rows = [&](int j) { return seq.seqlen_k - j * Cfg::kBlockN; };
-  auto load_k = [&](int j) {
-    KVCopy::template LoadAsync<kPredicated>(sK, gK + j * kv_block_stride, kv_row_stride, tid,
+  // A paged K/V cache's pages of this sequence (decode configurations only).
+  const int32_t* pages =
+      kPacked && p.block_table != nullptr ? p.block_table + b * p.block_table_stride : nullptr;
+  // Key block j of K or V (`g` at its head's first element; pages
+  // `page_stride` apart when paged) into `tile`.
+  auto load_kv = [&](uint32_t tile, const T* g, int64_t page_stride, int j) {
+    if constexpr (kPacked) {
+      if (pages != nullptr) {
+        const int t0 = j * Cfg::kBlockN;
+        const int in_page = (1 << p.page_shift) - 1;
+        auto page_of = [&](int t) -> const T* {  // null: out of range, read as zeros
+          const int page = pages[t >> p.page_shift];
+          return static_cast<unsigned>(page) < static_cast<unsigned>(p.num_pages)
+                     ? g + page * page_stride + (t & in_page) * kv_row_stride
+                     : nullptr;
+        };
+        if ((Cfg::kBlockN >> p.page_shift) == 0) {  // the block lies in one page
+          const T* start = page_of(t0);
+          KVCopy::template LoadAsync<true>(tile, start != nullptr ? start : g, kv_row_stride, tid,
+                                           start != nullptr ? key_rows(j) : 0);
+        } else {
+          KVCopy::template LoadRowsAsync<T>(tile, [&](int r) { return page_of(t0 + r); }, tid,
+                                            key_rows(j), g);
+        }
+        return;
+      }
+    }
+    KVCopy::template LoadAsync<kPredicated>(tile, g + j * kv_block_stride, kv_row_stride, tid,
                                             key_rows(j));
   };
-  auto load_v = [&](int j) {
-    KVCopy::template LoadAsync<kPredicated>(sV, gV + j * kv_block_stride, kv_row_stride, tid,
-                                            key_rows(j));
-  };
+  auto load_k = [&](int j) { load_kv(sK, gK, p.k_batch_stride, j); };
+  auto load_v = [&](int j) { load_kv(sV, gV, p.v_batch_stride, j); };
 
   float acc_o[kMTiles][kDTiles][4];
   // Step 10 zeroes O right before the first block's P·V instead (and here
@@ -221,7 +260,7 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
 
   // Prologue: Q (and with eager loads, the first key block) in flight.
   if constexpr (kPacked) {
-    QCopy::template LoadRowsAsync<T>(sQ, q_row_start, tid, q_rows);
+    QCopy::template LoadRowsAsync<T>(sQ, q_row_start, tid, q_rows, static_cast<const T*>(p.q));
   } else {
     QCopy::template LoadAsync<kPredicated>(sQ, gQ, q_row_stride, tid, q_rows);
   }

@@ -47,6 +47,24 @@ struct FwdParams {
   int64_t lse_rows;
   float* o_accum;
   float* lse_accum;
+  // K/V cache (decode configurations only; attn/problem.h's kv_cache):
+  // sequence b attends cache_seqlens[b] keys, plus its seqlen_q (varlen:
+  // cu_seqlens_q's) new ones when k_new is set, at most seqlen_k (the
+  // capacity). Dense caches step sequences by k/v_batch_stride; paged ones
+  // (block_table set) find token t in row t & (page size - 1) of page
+  // block_table[b * block_table_stride + (t >> page_shift)], pages
+  // k/v_batch_stride apart; a page outside [0, num_pages) is never touched.
+  const int32_t* cache_seqlens;  // null: no cache (seqlen_k / cu_seqlens_k)
+  const int32_t* block_table;    // null: a dense cache
+  int block_table_stride;
+  int page_shift;
+  int num_pages;
+  // Append (the launch writes these rows into the cache first): [batch,
+  // seqlen_q, heads_kv, head_dim] (varlen: packed as q); null: none.
+  const void* k_new;
+  const void* v_new;
+  int64_t k_new_batch_stride, k_new_row_stride, k_new_head_stride;
+  int64_t v_new_batch_stride, v_new_row_stride, v_new_head_stride;
 };
 
 }  // namespace attn::fa2

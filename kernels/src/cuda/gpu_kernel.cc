@@ -27,7 +27,7 @@ FwdParams MakeParams(const AttentionArgs& args) {
   p.o = args.out;
   p.lse = pb.return_lse ? args.lse : nullptr;
   p.cu_seqlens_q = pb.varlen ? args.cu_seqlens_q : nullptr;
-  p.cu_seqlens_k = pb.varlen ? args.cu_seqlens_k : nullptr;
+  p.cu_seqlens_k = pb.VarlenKeys() ? args.cu_seqlens_k : nullptr;
   p.q_batch_stride = args.q_strides.batch;
   p.q_row_stride = args.q_strides.row;
   p.q_head_stride = args.q_strides.head;
@@ -50,6 +50,25 @@ FwdParams MakeParams(const AttentionArgs& args) {
   p.scale = pb.ResolvedScale();
   p.scale_log2 = p.scale * static_cast<float>(M_LOG2E);
   p.num_splits = 1;
+  if (pb.kv_cache) {
+    p.cache_seqlens = args.cache_seqlens;
+    if (pb.Paged()) {
+      p.block_table = args.block_table;
+      p.block_table_stride = static_cast<int>(pb.max_pages_per_seq);
+      p.page_shift = __builtin_ctzll(static_cast<unsigned long long>(pb.page_size));  // a power of two
+      p.num_pages = static_cast<int>(pb.num_pages);
+    }
+    if (pb.append) {
+      p.k_new = args.k_new;
+      p.v_new = args.v_new;
+      p.k_new_batch_stride = args.k_new_strides.batch;
+      p.k_new_row_stride = args.k_new_strides.row;
+      p.k_new_head_stride = args.k_new_strides.head;
+      p.v_new_batch_stride = args.v_new_strides.batch;
+      p.v_new_row_stride = args.v_new_strides.row;
+      p.v_new_head_stride = args.v_new_strides.head;
+    }
+  }
   return p;
 }
 
@@ -72,9 +91,13 @@ absl::Status CheckDevicePointers(const AttentionArgs& args) {
   std::vector<std::pair<const char*, const void*>> pointers = {
       {"q", args.q}, {"k", args.k}, {"v", args.v}, {"out", args.out}};
   if (pb.return_lse) pointers.emplace_back("lse", args.lse);
-  if (pb.varlen) {
-    pointers.emplace_back("cu_seqlens_q", args.cu_seqlens_q);
-    pointers.emplace_back("cu_seqlens_k", args.cu_seqlens_k);
+  if (pb.varlen) pointers.emplace_back("cu_seqlens_q", args.cu_seqlens_q);
+  if (pb.VarlenKeys()) pointers.emplace_back("cu_seqlens_k", args.cu_seqlens_k);
+  if (pb.kv_cache) pointers.emplace_back("cache_seqlens", args.cache_seqlens);
+  if (pb.Paged()) pointers.emplace_back("block_table", args.block_table);
+  if (pb.kv_cache && pb.append) {
+    pointers.emplace_back("k_new", args.k_new);
+    pointers.emplace_back("v_new", args.v_new);
   }
   for (const auto& [field, ptr] : pointers) {
     if (absl::Status st = CheckDevicePointer(field, ptr); !st.ok()) return st;
@@ -243,6 +266,8 @@ KernelInfo GpuKernel::DescribeFamily(KernelInfo base, const Family& family) {
   caps.head_dims.clear();
   for (const GpuTile& tile : family.tiles) {
     caps.head_dims.push_back(tile.head_dim);
+    // K/V caches run in the decode tiles only.
+    if (family.DecodeIndex(tile.head_dim) < 0) caps.kv_cache = false;
     // Both block sizes are powers of two: the larger is a multiple of both.
     if (tile.launchers.EvenOnly()) {
       caps.seq_multiple = std::max({caps.seq_multiple, tile.block_m, tile.block_n});
@@ -319,7 +344,9 @@ GpuKernel::DecodePlan GpuKernel::PlanDecode(const OnDevice& bound, const Attenti
                                             int forced, int64_t workspace_bytes) {
   DecodePlan plan;
   const int index = bound.family->DecodeIndex(pb.head_dim);
-  if (index < 0 || pb.seqlen_q > kDecodeMaxSeqlenQ) return plan;
+  // K/V caches run in the decode tile whatever the query rows (DescribeFamily
+  // gives kv_cache only to families with a decode tile per head_dim).
+  if (index < 0 || (pb.seqlen_q > kDecodeMaxSeqlenQ && !pb.kv_cache)) return plan;
   plan.tile = &bound.family->decode_tiles[index];
   const int key_blocks =
       static_cast<int>((pb.seqlen_k + plan.tile->block_n - 1) / plan.tile->block_n);

@@ -7,6 +7,7 @@
 
 #include "flash_combine_kernel.cuh"
 #include "flash_fwd_kernel.cuh"
+#include "kv_append_kernel.cuh"
 #include "launch.h"
 
 namespace attn::fa2 {
@@ -87,6 +88,16 @@ template <class Config, DType kDType, bool kMasked, bool kSplit>
 cudaError_t LaunchFlashDecode(const FwdParams& params, cudaStream_t stream) {
   static_assert(Config::kPackGqa, "decode configurations pack a KV group's query heads");
   using Shape = KernelShape<Config>;
+  if (params.k_new != nullptr) {
+    // The new K/V rows go into the cache first; the attention reads them.
+    const int64_t chunks = static_cast<int64_t>(params.seqlen_q) *
+                           (params.heads_q / params.heads_per_kv) * (Config::kHeadDim / kChunkElems);
+    const dim3 append_grid(static_cast<unsigned>((chunks + kAppendThreads - 1) / kAppendThreads),
+                           params.batch);
+    KvAppendKernel<Config::kHeadDim><<<append_grid, kAppendThreads, 0, stream>>>(params);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
   const int rows = params.seqlen_q * params.heads_per_kv;
   const int m_blocks = (rows + Config::kBlockM - 1) / Config::kBlockM;
   const dim3 grid(m_blocks * (kSplit ? params.num_splits : 1),

@@ -30,6 +30,8 @@ cudaError_t PrepareFlashFwd();
 // FlashFwdKernel<Config, kDType, kEven = false, kMasked, kSplit>; with
 // kSplit, params.num_splits CTAs per query block write the workspace and
 // FlashCombineKernel reduces it into O and the LSE, on the same stream.
+// With params.k_new, KvAppendKernel writes the new K/V rows into the cache
+// first, on the same stream.
 template <class Config, DType kDType, bool kMasked, bool kSplit>
 cudaError_t LaunchFlashDecode(const FwdParams& params, cudaStream_t stream);
 template <class Config, DType kDType, bool kMasked, bool kSplit>

@@ -74,14 +74,17 @@ struct TileCopy {
   }
 
   // LoadAsync for rows anywhere: `row_start(row)` points at row `row`'s
-  // first element; rows at or past `valid_rows` read nothing (zero-filled).
+  // first element, or is null for a row to zero-fill (a page out of range);
+  // rows at or past `valid_rows` read nothing (zero-filled) and are not
+  // asked for. `fallback` is a readable address for the zero-filled ones.
   template <class T, class RowStart>
   __device__ __forceinline__ static void LoadRowsAsync(uint32_t smem_tile, RowStart&& row_start,
-                                                       int tid, int valid_rows) {
+                                                       int tid, int valid_rows,
+                                                       const T* fallback) {
     ForEachRowChunk(tid, [&](int row, uint32_t offset, int chunk) {
-      const bool valid = row < valid_rows;
-      const T* src = row_start(valid ? row : 0) + chunk * kChunkElems;
-      CpAsync16ZeroFill(smem_tile + offset, src, valid);
+      const T* start = row < valid_rows ? row_start(row) : nullptr;
+      const bool valid = start != nullptr;
+      CpAsync16ZeroFill(smem_tile + offset, valid ? start + chunk * kChunkElems : fallback, valid);
     });
   }
 
