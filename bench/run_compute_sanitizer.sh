@@ -2,11 +2,14 @@
 # compute-sanitizer over every registered GPU kernel, for a GPU host (the
 # H200 device runs it with binaries built elsewhere): memcheck, racecheck,
 # synccheck and initcheck, each over gpu_kernels_test's
-# SanitizerSweep.EveryKernelVariantOnce alone: every ladder step and tuning
+# SanitizerSweep tests alone: EveryKernelVariantOnce, every ladder step and tuning
 # candidate, and flash_fwd at every head_dim in each launch variant (lengths
 # even or not x masked or not; LSE, GQA/MQA, windows, varlen and strides
 # spread over them), fp16 and bf16, on the smallest problems that reach
-# them (tests/kernels/gpu_kernels_test.cc). Each tool runs under its own
+# them (tests/kernels/gpu_kernels_test.cc), and KvCacheVariants: the
+# decode tile on dense and paged K/V caches with append, split and not, and
+# device tables with pages out of range and lengths past the capacity
+# (tests/kernels/kv_cache_gpu_test.cc). Each tool runs under its own
 # time limit. First the sweep runs once without a tool ("plain"), for its
 # time and to check it passes. One line per tool, e.g.
 #
@@ -39,7 +42,7 @@ lib="$2"
 out="$3"
 tools="${4:-plain,memcheck,racecheck,synccheck,initcheck}"
 limit="${SANITIZER_TIMEOUT_S:-600}"
-filter='SanitizerSweep.EveryKernelVariantOnce'
+filter='SanitizerSweep.*'  # every kernel variant, then the K/V cache variants
 
 die() { echo "run_compute_sanitizer.sh: $*" >&2; exit 2; }
 
@@ -109,6 +112,9 @@ for tool in ${tools//,/ }; do
     kernels="$(grep ' rel_err ' "$log" | awk '{print $1}' | sort -u | wc -l)/?"
   fi
 
+  kv_runs="$(grep -oE 'sanitizer sweep: K/V cache, [0-9]+ runs' "$log" | tail -1 | grep -oE '[0-9]+')"
+  runs="$runs + ${kv_runs:-0} K/V cache"
+
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
     verdict="TIMEOUT (limit ${limit} s)"
   elif grep -q 'Device not supported' "$log"; then
@@ -118,7 +124,7 @@ for tool in ${tools//,/ }; do
     verdict="ERRORS (see $log)"
   elif grep -q '^\[  SKIPPED \]' "$log"; then
     verdict="SKIPPED (no usable GPU)"
-  elif [ "$rc" -ne 0 ] || [ -z "$sweep" ]; then
+  elif [ "$rc" -ne 0 ] || [ -z "$sweep" ] || [ -z "$kv_runs" ]; then
     verdict="FAILED (exit $rc; see $log)"
   elif [ "$errors" = "?" ]; then
     verdict="NO SUMMARY (see $log)"

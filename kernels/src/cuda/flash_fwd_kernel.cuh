@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
                      ? g + page * page_stride + (t & in_page) * kv_row_stride
                      : nullptr;
         };
-        if ((Cfg::kBlockN >> p.page_shift) == 0) {  // the block lies in one page
+        if (((Cfg::kBlockN - 1) >> p.page_shift) == 0) {  // kBlockN <= page: one page
           const T* start = page_of(t0);
           KVCopy::template LoadAsync<true>(tile, start != nullptr ? start : g, kv_row_stride, tid,
                                            start != nullptr ? key_rows(j) : 0);
