@@ -17,6 +17,17 @@ from torch.nn.attention import sdpa_kernel
 DTYPES = {"bf16": (torch.bfloat16, 1), "fp16": (torch.float16, 0)}
 
 
+class KvCache(ctypes.Structure):
+    """attn_kv_cache_t (attn/c_api.h)."""
+    _fields_ = [("k_cache", ctypes.c_void_p), ("v_cache", ctypes.c_void_p),
+                ("cache_seqlens", ctypes.c_void_p), ("block_table", ctypes.c_void_p),
+                ("capacity", ctypes.c_int64), ("page_size", ctypes.c_int64),
+                ("num_pages", ctypes.c_int64), ("max_pages_per_seq", ctypes.c_int64),
+                ("k_new", ctypes.c_void_p), ("v_new", ctypes.c_void_p),
+                ("cache_seqlens_host", ctypes.c_void_p), ("block_table_host", ctypes.c_void_p),
+                ("cu_seqlens_q_host", ctypes.c_void_p)]
+
+
 class AttnLib:
     """ctypes binding of attn/c_api.h."""
 
@@ -39,6 +50,13 @@ class AttnLib:
             + [ctypes.c_int, ctypes.c_void_p, ctypes.c_int64]
             + self.lib.attn_forward_ex.argtypes[21:])
         self.lib.attn_forward_split.restype = ctypes.c_int
+        self.lib.attn_forward_kvcache.argtypes = [
+            ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+            ctypes.c_void_p, ctypes.POINTER(KvCache), ctypes.c_int64, ctypes.c_int64,
+            ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_int64,
+            ctypes.c_int64, ctypes.c_float, ctypes.c_int64, ctypes.c_int, ctypes.c_void_p,
+            ctypes.c_int64, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+        self.lib.attn_forward_kvcache.restype = ctypes.c_int
         self.lib.attn_list_kernels.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
         self.lib.attn_list_kernels.restype = ctypes.c_size_t
         self.error = ctypes.create_string_buffer(1024)
@@ -84,6 +102,40 @@ class AttnLib:
             torch.cuda.current_stream().cuda_stream, self.error, 1024)
         if rc != 0:
             raise RuntimeError(f"{name}: status {rc}: {self.error.value.decode()}")
+
+    def forward_kvcache(self, name, dtype_code, q, out, k_cache, v_cache, cache_seqlens,
+                        block_table=None, k_new=None, v_new=None, causal=False, window=(-1, -1),
+                        lse=None, workspace=None, num_splits=0):
+        """flash_attn_with_kvcache's conventions: q (B, Sq, Hq, D); k_cache/v_cache
+        (B, capacity, Hkv, D), or with block_table (int32 (B, max_pages)) page pools
+        (num_pages, page_size, Hkv, D); cache_seqlens int32 (B,); k_new/v_new
+        (B, Sq, Hkv, D) are appended at cache_seqlens first. Returns a callable
+        that launches it (the arguments bound once, so timing sees the launch)."""
+        b, sq, hq, d = q.shape
+        cache = KvCache()
+        cache.k_cache, cache.v_cache = k_cache.data_ptr(), v_cache.data_ptr()
+        cache.cache_seqlens = cache_seqlens.data_ptr()
+        if block_table is None:
+            cache.capacity = k_cache.shape[1]
+        else:
+            cache.block_table = block_table.data_ptr()
+            cache.num_pages, cache.page_size = k_cache.shape[0], k_cache.shape[1]
+            cache.max_pages_per_seq = block_table.shape[1]
+        if k_new is not None:
+            cache.k_new, cache.v_new = k_new.data_ptr(), v_new.data_ptr()
+        hkv = k_cache.shape[2]
+        ws = (None, 0) if workspace is None else (workspace.data_ptr(),
+                                                  workspace.numel() * workspace.element_size())
+        args = (name.encode(), dtype_code, q.data_ptr(), out.data_ptr(),
+                None if lse is None else lse.data_ptr(), None, ctypes.byref(cache), b, sq, hq, hkv,
+                d, int(causal), window[0], window[1], 0.0, 0, num_splits, *ws,
+                torch.cuda.current_stream().cuda_stream, self.error, 1024)
+
+        def run():
+            rc = self.lib.attn_forward_kvcache(*args)
+            if rc != 0:
+                raise RuntimeError(f"{name}: status {rc}: {self.error.value.decode()}")
+        return run
 
 
 def time_ms(fn, warmup, iters):
