@@ -174,6 +174,9 @@ def hmean(values):
 
 
 def git_commit():
+    """ATTN_COMMIT when set (a copied tree's git may not be the source's), else git's."""
+    if os.environ.get("ATTN_COMMIT"):
+        return os.environ["ATTN_COMMIT"]
     try:
         return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True).strip()
     except (OSError, subprocess.CalledProcessError):

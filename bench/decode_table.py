@@ -8,7 +8,8 @@ Rows (GQA 32 query / 8 KV heads, d=128):
   j2  dense decode B=1, Sq=1, Sk=131072 (one long sequence)
   k   speculative decode B=32, Sq=4, Sk=4096, causal (bottom right)
   p   rows i and j with paged K/V (page 16 and 64, pages in random order),
-      through attn_forward_kvcache: bar ≥ 0.95× the dense kernel's bandwidth
+      through attn_forward_kvcache: bar ≥ 0.95× the dense kernel's bandwidth;
+      row i also at page 1, 32 and 256 (the bar printed beside them too)
   a   row i's cache (dense, and paged 16) with 1 token per sequence appended
       into it (k_new/v_new at cache_seqlens = Sk − 1) and attended in the same
       call: bar ≤ 1.05× row i's dense time
@@ -109,6 +110,7 @@ def run_row(lib, code, dtype, row, warmup, iters):
 CACHE_ROWS = [  # name, base row, page size (0: dense cache), append
     ("p", "i", 16, False), ("p", "i", 64, False),
     ("p", "j", 16, False), ("p", "j", 64, False),
+    ("p", "i", 1, False), ("p", "i", 32, False), ("p", "i", 256, False),
     ("a", "i", 0, True), ("a", "i", 16, True),
 ]
 

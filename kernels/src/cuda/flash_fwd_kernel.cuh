@@ -221,26 +221,67 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
   // A paged K/V cache's pages of this sequence (decode configurations only).
   const int32_t* pages =
       kPacked && p.block_table != nullptr ? p.block_table + b * p.block_table_stride : nullptr;
+  // Pages smaller than a key block: the table is read 32 entries at a time,
+  // lane l holding entry 32w + l of window w, and dealt to the rows by
+  // shuffles (a table lookup per block in the copy's path costs as much as
+  // the copy itself at page 16). Two windows are held: the one of the block
+  // V reads (`ids_here`, window `page_window`) and the next one in visiting
+  // order (`ids_next`), which K, one block ahead, may already be in; V's
+  // stepping into it moves both, and the load of the new next window has
+  // 32 pages of blocks to land before anyone waits on it.
+  constexpr int kVisitStep = Cfg::kBackwardKV ? -1 : 1;
+  int page_window = -(1 << 29);  // none read yet
+  int ids_here = -1, ids_next = -1;
+  auto table_window = [&](int w) {  // this lane's entry of window w; -1 outside the table
+    const int e = w * 32 + (threadIdx.x & 31);
+    return e >= 0 && e < p.block_table_stride ? pages[e] : -1;
+  };
+  // This lane's entry of the window holding table entry `first`; `lagging`:
+  // the access of V, which may move the windows forward.
+  auto page_ids = [&](int first, bool lagging) -> int {
+    const int w = first >> 5;
+    if (lagging && w == page_window + kVisitStep) {
+      page_window = w;
+      ids_here = ids_next;
+      ids_next = table_window(w + kVisitStep);
+    }
+    if (w == page_window) return ids_here;
+    if (w == page_window + kVisitStep) return ids_next;
+    page_window = w;  // the first block (or any other jump): read both now
+    ids_here = table_window(w);
+    ids_next = table_window(w + kVisitStep);
+    return ids_here;
+  };
   // Key block j of K or V (`g` at its head's first element; pages
-  // `page_stride` apart when paged) into `tile`.
-  auto load_kv = [&](uint32_t tile, const T* g, int64_t page_stride, int j) {
+  // `page_stride` apart when paged) into `tile`; `lagging`: V's read.
+  auto load_kv = [&](uint32_t tile, const T* g, int64_t page_stride, int j, bool lagging) {
     if constexpr (kPacked) {
       if (pages != nullptr) {
         const int t0 = j * Cfg::kBlockN;
         const int in_page = (1 << p.page_shift) - 1;
-        auto page_of = [&](int t) -> const T* {  // null: out of range, read as zeros
-          const int page = pages[t >> p.page_shift];
+        // Row t of page `page`; null (read as zeros) for a page out of range.
+        auto row_of = [&](int page, int t) -> const T* {
           return static_cast<unsigned>(page) < static_cast<unsigned>(p.num_pages)
                      ? g + page * page_stride + (t & in_page) * kv_row_stride
                      : nullptr;
         };
+        static_assert(Cfg::kBlockN <= 32 && Shape::kThreads % 32 == 0 &&
+                          KVCopy::kTotalChunks % Shape::kThreads == 0,
+                      "paged blocks: a block's pages fit a warp, every lane copies as often");
+        // A block's pages are aligned in the table (their count divides 32),
+        // so they sit in one window.
+        const int first = t0 >> p.page_shift;
+        const int ids = page_ids(first, lagging);
+        auto page_at = [&](int r) {  // the page of the block's row r, from its lane
+          return __shfl_sync(0xffffffffu, ids, (first & 31) + (r >> p.page_shift));
+        };
         if (((Cfg::kBlockN - 1) >> p.page_shift) == 0) {  // kBlockN <= page: one page
-          const T* start = page_of(t0);
+          const T* start = row_of(page_at(0), t0);
           KVCopy::template LoadAsync<true>(tile, start != nullptr ? start : g, kv_row_stride, tid,
                                            start != nullptr ? key_rows(j) : 0);
         } else {
-          KVCopy::template LoadRowsAsync<T>(tile, [&](int r) { return page_of(t0 + r); }, tid,
-                                            key_rows(j), g);
+          KVCopy::template LoadRowsAsync<T>(
+              tile, [&](int r) { return row_of(page_at(r), t0 + r); }, tid, key_rows(j), g);
         }
         return;
       }
@@ -248,8 +289,8 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
     KVCopy::template LoadAsync<kPredicated>(tile, g + j * kv_block_stride, kv_row_stride, tid,
                                             key_rows(j));
   };
-  auto load_k = [&](int j) { load_kv(sK, gK, p.k_batch_stride, j); };
-  auto load_v = [&](int j) { load_kv(sV, gV, p.v_batch_stride, j); };
+  auto load_k = [&](int j) { load_kv(sK, gK, p.k_batch_stride, j, false); };
+  auto load_v = [&](int j) { load_kv(sV, gV, p.v_batch_stride, j, true); };
 
   float acc_o[kMTiles][kDTiles][4];
   // Step 10 zeroes O right before the first block's P·V instead (and here

@@ -75,15 +75,18 @@ struct TileCopy {
 
   // LoadAsync for rows anywhere: `row_start(row)` points at row `row`'s
   // first element, or is null for a row to zero-fill (a page out of range);
-  // rows at or past `valid_rows` read nothing (zero-filled) and are not
-  // asked for. `fallback` is a readable address for the zero-filled ones.
+  // rows at or past `valid_rows` read nothing (zero-filled). row_start is
+  // called for every chunk, those rows too, by all threads alike (it may
+  // shuffle within a warp when kTotalChunks is a multiple of the threads),
+  // so it must not dereference anything for them. `fallback` is a readable
+  // address for the zero-filled chunks.
   template <class T, class RowStart>
   __device__ __forceinline__ static void LoadRowsAsync(uint32_t smem_tile, RowStart&& row_start,
                                                        int tid, int valid_rows,
                                                        const T* fallback) {
     ForEachRowChunk(tid, [&](int row, uint32_t offset, int chunk) {
-      const T* start = row < valid_rows ? row_start(row) : nullptr;
-      const bool valid = start != nullptr;
+      const T* start = row_start(row);
+      const bool valid = row < valid_rows && start != nullptr;
       CpAsync16ZeroFill(smem_tile + offset, valid ? start + chunk * kChunkElems : fallback, valid);
     });
   }
