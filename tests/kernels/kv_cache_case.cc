@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -168,6 +169,26 @@ std::vector<double> KvCacheCase::LseInProblemLayout(const std::vector<double>& g
       for (int64_t i = 0; i < sq; ++i)
         lse[(b * heads + h) * sq + i] = gathered_lse[h * total + b * sq + i];
   return lse;
+}
+
+KvCacheSpec KvSpec(std::string name, AttentionProblem base, std::vector<int32_t> cache_lens,
+                   std::vector<int32_t> new_lens, int64_t page_size, int64_t capacity,
+                   bool append, bool varlen, bool share_prefix) {
+  KvCacheSpec s;
+  s.name = std::move(name);
+  s.base = base;
+  s.cache_lens = std::move(cache_lens);
+  s.new_lens = std::move(new_lens);
+  s.page_size = page_size;
+  s.capacity = capacity;
+  s.append = append;
+  s.varlen = varlen;
+  s.share_prefix = share_prefix;
+  return s;
+}
+
+AttentionProblem KvHeads(int64_t heads_q, int64_t heads_kv, int64_t head_dim, bool causal) {
+  return DenseProblem(0, 0, 0, heads_q, heads_kv, head_dim, causal);
 }
 
 }  // namespace attn::testing

@@ -63,6 +63,14 @@ struct KvCacheCase {
 // Builds the case with inputs drawn from N(0, 1) in `dtype`.
 KvCacheCase MakeKvCacheCase(const KvCacheSpec& spec, DType dtype, uint64_t seed);
 
+// A spec in one line, for the tests' tables.
+KvCacheSpec KvSpec(std::string name, AttentionProblem base, std::vector<int32_t> cache_lens,
+                   std::vector<int32_t> new_lens, int64_t page_size, int64_t capacity,
+                   bool append, bool varlen = false, bool share_prefix = false);
+
+// A spec's base problem: the heads, head_dim and mask (lengths come from the spec).
+AttentionProblem KvHeads(int64_t heads_q, int64_t heads_kv, int64_t head_dim, bool causal = true);
+
 }  // namespace attn::testing
 
 #endif  // ATTN_TESTS_KERNELS_KV_CACHE_CASE_H_

@@ -19,33 +19,14 @@
 namespace attn {
 namespace {
 
-using testing::DenseProblem;
 using testing::FreshSeed;
 using testing::KvCacheCase;
 using testing::KvCacheSpec;
+using testing::KvHeads;
+using testing::KvSpec;
 using testing::MakeKvCacheCase;
 
 const float kLsePoison = std::numeric_limits<float>::quiet_NaN();
-
-KvCacheSpec Spec(std::string name, AttentionProblem base, std::vector<int32_t> cache_lens,
-                 std::vector<int32_t> new_lens, int64_t page_size, int64_t capacity,
-                 bool append, bool varlen = false, bool share_prefix = false) {
-  KvCacheSpec s;
-  s.name = std::move(name);
-  s.base = base;
-  s.cache_lens = std::move(cache_lens);
-  s.new_lens = std::move(new_lens);
-  s.page_size = page_size;
-  s.capacity = capacity;
-  s.append = append;
-  s.varlen = varlen;
-  s.share_prefix = share_prefix;
-  return s;
-}
-
-AttentionProblem Heads(int64_t heads_q, int64_t heads_kv, int64_t head_dim, bool causal = true) {
-  return DenseProblem(0, 0, 0, heads_q, heads_kv, head_dim, causal);
-}
 
 std::vector<float> Floats(const std::vector<uint16_t>& bits, DType dtype) {
   std::vector<float> values(bits.size());
@@ -110,28 +91,28 @@ void CheckCase(const KvCacheSpec& spec, DType dtype) {
 }
 
 std::vector<KvCacheSpec> Cases() {
-  AttentionProblem window = Heads(8, 2, 64);
+  AttentionProblem window = KvHeads(8, 2, 64);
   window.window_left = 20;
-  AttentionProblem scaled_no_lse = Heads(4, 4, 96, false);
+  AttentionProblem scaled_no_lse = KvHeads(4, 4, 96, false);
   scaled_no_lse.softmax_scale = 0.3f;
   scaled_no_lse.return_lse = false;
   return {
-      Spec("dense decode", Heads(8, 2, 64), {0, 5, 100, 37}, {1, 1, 1, 1}, 0, 128, false),
-      Spec("dense decode append", Heads(8, 2, 64), {0, 5, 99, 37}, {1, 1, 1, 1}, 0, 100, true),
-      Spec("dense speculative append MQA", Heads(8, 1, 128), {3, 60}, {4, 4}, 0, 70, true),
-      Spec("paged 16 decode append", Heads(8, 2, 64), {0, 15, 16, 17, 100}, {1, 1, 1, 1, 1}, 16,
+      KvSpec("dense decode", KvHeads(8, 2, 64), {0, 5, 100, 37}, {1, 1, 1, 1}, 0, 128, false),
+      KvSpec("dense decode append", KvHeads(8, 2, 64), {0, 5, 99, 37}, {1, 1, 1, 1}, 0, 100, true),
+      KvSpec("dense speculative append MQA", KvHeads(8, 1, 128), {3, 60}, {4, 4}, 0, 70, true),
+      KvSpec("paged 16 decode append", KvHeads(8, 2, 64), {0, 15, 16, 17, 100}, {1, 1, 1, 1, 1}, 16,
            160, true),
-      Spec("paged 1", Heads(4, 2, 64), {0, 1, 9}, {1, 1, 1}, 1, 12, true),
-      Spec("paged 64 speculative", Heads(16, 4, 128), {63, 64, 200}, {4, 4, 4}, 64, 256, true),
-      Spec("paged 16 no append Sq=3", Heads(8, 8, 64, false), {40, 1, 33}, {3, 3, 3}, 16, 48, false),
-      Spec("varlen chunks append", Heads(8, 2, 64), {10, 0, 50, 64, 0}, {7, 0, 30, 1, 0}, 16, 96,
+      KvSpec("paged 1", KvHeads(4, 2, 64), {0, 1, 9}, {1, 1, 1}, 1, 12, true),
+      KvSpec("paged 64 speculative", KvHeads(16, 4, 128), {63, 64, 200}, {4, 4, 4}, 64, 256, true),
+      KvSpec("paged 16 no append Sq=3", KvHeads(8, 8, 64, false), {40, 1, 33}, {3, 3, 3}, 16, 48, false),
+      KvSpec("varlen chunks append", KvHeads(8, 2, 64), {10, 0, 50, 64, 0}, {7, 0, 30, 1, 0}, 16, 96,
            true, true),
-      Spec("varlen window", window, {100, 3, 50}, {5, 1, 20}, 32, 128, true, true),
-      Spec("shared prefix", Heads(8, 2, 64), {40, 70, 33}, {1, 1, 1}, 16, 96, false, false, true),
-      Spec("shared prefix append", Heads(8, 2, 64), {40, 70, 33}, {2, 2, 2}, 16, 96, true, false,
+      KvSpec("varlen window", window, {100, 3, 50}, {5, 1, 20}, 32, 128, true, true),
+      KvSpec("shared prefix", KvHeads(8, 2, 64), {40, 70, 33}, {1, 1, 1}, 16, 96, false, false, true),
+      KvSpec("shared prefix append", KvHeads(8, 2, 64), {40, 70, 33}, {2, 2, 2}, 16, 96, true, false,
            true),
-      Spec("D=256 paged 128", Heads(4, 1, 256), {300, 129}, {1, 1}, 128, 384, true),
-      Spec("scale, no LSE, dense", scaled_no_lse, {20, 50}, {2, 2}, 0, 64, true),
+      KvSpec("D=256 paged 128", KvHeads(4, 1, 256), {300, 129}, {1, 1}, 128, 384, true),
+      KvSpec("scale, no LSE, dense", scaled_no_lse, {20, 50}, {2, 2}, 0, 64, true),
   };
 }
 
@@ -151,7 +132,7 @@ INSTANTIATE_TEST_SUITE_P(AllDTypes, KvCacheCpuTest,
 // nothing written (output still poison, the cache unchanged).
 TEST(KvCacheCpuValidation, RefusesBadTablesAndLengths) {
   const KvCacheCase c = MakeKvCacheCase(
-      Spec("bad input", Heads(8, 2, 64), {5, 20}, {1, 1}, 16, 32, true), DType::kBFloat16, 7);
+      KvSpec("bad input", KvHeads(8, 2, 64), {5, 20}, {1, 1}, 16, 32, true), DType::kBFloat16, 7);
   auto expect_refused = [&](const std::string& needle, auto&& spoil) {
     KvCacheCase bad = c;
     HostCall call(bad);
@@ -201,7 +182,7 @@ TEST(KvCacheCpuValidation, RefusesBadTablesAndLengths) {
 // A kernel without K/V caches refuses the problem by name.
 TEST(KvCacheCpuValidation, KernelsWithoutTheCapabilityRefuse) {
   const KvCacheCase c = MakeKvCacheCase(
-      Spec("capability", Heads(8, 2, 64), {5}, {1}, 0, 32, false), DType::kBFloat16, 9);
+      KvSpec("capability", KvHeads(8, 2, 64), {5}, {1}, 0, 32, false), DType::kBFloat16, 9);
   KernelInfo kernel = *FindKernel(kCpuKernelName);
   EXPECT_TRUE(kernel.caps.kv_cache);
   EXPECT_TRUE(ValidateProblem(c.problem, kernel).ok());

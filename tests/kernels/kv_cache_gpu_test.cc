@@ -31,32 +31,13 @@
 namespace attn {
 namespace {
 
-using testing::DenseProblem;
 using testing::DeviceBuffer;
 using testing::FreshSeed;
 using testing::KvCacheCase;
 using testing::KvCacheSpec;
+using testing::KvHeads;
+using testing::KvSpec;
 using testing::MakeKvCacheCase;
-
-KvCacheSpec Spec(std::string name, AttentionProblem base, std::vector<int32_t> cache_lens,
-                 std::vector<int32_t> new_lens, int64_t page_size, int64_t capacity, bool append,
-                 bool varlen = false, bool share_prefix = false) {
-  KvCacheSpec s;
-  s.name = std::move(name);
-  s.base = base;
-  s.cache_lens = std::move(cache_lens);
-  s.new_lens = std::move(new_lens);
-  s.page_size = page_size;
-  s.capacity = capacity;
-  s.append = append;
-  s.varlen = varlen;
-  s.share_prefix = share_prefix;
-  return s;
-}
-
-AttentionProblem Heads(int64_t heads_q, int64_t heads_kv, int64_t head_dim, bool causal = true) {
-  return DenseProblem(0, 0, 0, heads_q, heads_kv, head_dim, causal);
-}
 
 std::unique_ptr<DeviceBuffer> Upload(const std::vector<uint16_t>& host) {
   return std::make_unique<DeviceBuffer>(host);
@@ -189,62 +170,62 @@ class DeviceKvCase {
 std::vector<KvCacheSpec> FeatureSpecs() {
   std::vector<KvCacheSpec> specs;
   // Dense caches, decode, across the decode tile's key blocks (32).
-  specs.push_back(Spec("dense decode", Heads(32, 8, 128), {1, 31, 32, 33, 1000, 8192},
+  specs.push_back(KvSpec("dense decode", KvHeads(32, 8, 128), {1, 31, 32, 33, 1000, 8192},
                        {1, 1, 1, 1, 1, 1}, 0, 8192, false));
-  specs.push_back(Spec("dense decode append", Heads(32, 8, 128), {0, 31, 32, 8191}, {1, 1, 1, 1}, 0,
+  specs.push_back(KvSpec("dense decode append", KvHeads(32, 8, 128), {0, 31, 32, 8191}, {1, 1, 1, 1}, 0,
                        8192, true));
   // Every page size, lengths at page edges ±1, decode with append.
   for (int64_t ps : {16, 32, 64, 128, 256}) {
     const int32_t e = static_cast<int32_t>(ps);
-    specs.push_back(Spec(absl::StrCat("paged ", ps, " decode append"), Heads(32, 8, 128),
+    specs.push_back(KvSpec(absl::StrCat("paged ", ps, " decode append"), KvHeads(32, 8, 128),
                          {e - 1, e, e + 1, 3 * e + 5, 0}, {1, 1, 1, 1, 1}, ps, 4 * ps + 64, true));
   }
   // Appends that cross a page, speculative rows.
-  specs.push_back(Spec("paged 16 speculative append crossing", Heads(16, 4, 128), {14, 30, 0, 11},
+  specs.push_back(KvSpec("paged 16 speculative append crossing", KvHeads(16, 4, 128), {14, 30, 0, 11},
                        {5, 5, 5, 5}, 16, 64, true));
   specs.push_back(
-      Spec("paged 32 Sq=16 append", Heads(8, 2, 128), {100, 17}, {16, 16}, 32, 160, true));
+      KvSpec("paged 32 Sq=16 append", KvHeads(8, 2, 128), {100, 17}, {16, 16}, 32, 160, true));
   // GQA ratios 1, 2, 4, 8 and MQA.
   for (int64_t heads_kv : {16, 8, 4, 2, 1}) {
-    specs.push_back(Spec(absl::StrCat("paged 64 GQA 16/", heads_kv), Heads(16, heads_kv, 128),
+    specs.push_back(KvSpec(absl::StrCat("paged 64 GQA 16/", heads_kv), KvHeads(16, heads_kv, 128),
                          {500, 64, 3}, {3, 3, 3}, 64, 576, true));
   }
   // Every head_dim.
   for (int64_t d : {64, 96, 128, 192, 256}) {
-    specs.push_back(Spec(absl::StrCat("paged 32 D=", d), Heads(8, 2, d), {700, 1, 95}, {1, 1, 1},
+    specs.push_back(KvSpec(absl::StrCat("paged 32 D=", d), KvHeads(8, 2, d), {700, 1, 95}, {1, 1, 1},
                          32, 736, true));
-    specs.push_back(Spec(absl::StrCat("paged 16 varlen D=", d), Heads(8, 2, d), {33, 0, 200},
+    specs.push_back(KvSpec(absl::StrCat("paged 16 varlen D=", d), KvHeads(8, 2, d), {33, 0, 200},
                          {4, 1, 2}, 16, 224, true, true));
   }
   // Windows; no LSE with a scale of our own; no append.
-  AttentionProblem window = Heads(8, 2, 128);
+  AttentionProblem window = KvHeads(8, 2, 128);
   window.window_left = 100;
-  specs.push_back(Spec("paged 16 window", window, {2000, 90}, {4, 4}, 16, 2048, true));
-  AttentionProblem two_sided = Heads(8, 8, 64, false);
+  specs.push_back(KvSpec("paged 16 window", window, {2000, 90}, {4, 4}, 16, 2048, true));
+  AttentionProblem two_sided = KvHeads(8, 8, 64, false);
   two_sided.window_left = 30;
   two_sided.window_right = 2;
-  specs.push_back(Spec("paged 64 window both sides", two_sided, {300, 5}, {3, 3}, 64, 320, false));
-  AttentionProblem plain = Heads(8, 1, 128, false);
+  specs.push_back(KvSpec("paged 64 window both sides", two_sided, {300, 5}, {3, 3}, 64, 320, false));
+  AttentionProblem plain = KvHeads(8, 1, 128, false);
   plain.softmax_scale = 0.3f;
   plain.return_lse = false;
-  specs.push_back(Spec("dense no LSE scale 0.3", plain, {3000, 1}, {2, 2}, 0, 3072, true));
+  specs.push_back(KvSpec("dense no LSE scale 0.3", plain, {3000, 1}, {2, 2}, 0, 3072, true));
   // Varlen: decode rows, prefill chunks (longer than the packed tile) and
   // an empty sequence (no cache, no new tokens) in one batch.
-  specs.push_back(Spec("paged 64 varlen mixed", Heads(32, 8, 128), {5000, 0, 37, 100, 1},
+  specs.push_back(KvSpec("paged 64 varlen mixed", KvHeads(32, 8, 128), {5000, 0, 37, 100, 1},
                        {1, 0, 16, 40, 1}, 64, 5120, true, true));
-  specs.push_back(Spec("dense varlen prefill chunks", Heads(8, 2, 64), {0, 300}, {130, 64}, 0, 512,
+  specs.push_back(KvSpec("dense varlen prefill chunks", KvHeads(8, 2, 64), {0, 300}, {130, 64}, 0, 512,
                        true, true));
   // Shared prefix pages (read-only), with and without appends.
-  specs.push_back(Spec("paged 16 shared prefix", Heads(32, 8, 128), {500, 700, 300}, {1, 1, 1}, 16,
+  specs.push_back(KvSpec("paged 16 shared prefix", KvHeads(32, 8, 128), {500, 700, 300}, {1, 1, 1}, 16,
                        768, false, false, true));
-  specs.push_back(Spec("paged 32 shared prefix append", Heads(16, 4, 128), {500, 700, 300},
+  specs.push_back(KvSpec("paged 32 shared prefix append", KvHeads(16, 4, 128), {500, 700, 300},
                        {2, 2, 2}, 32, 768, true, false, true));
   // The smallest: the appended token is the only key; one cached key.
-  specs.push_back(Spec("dense Sk=1 append", Heads(8, 2, 128), {0}, {1}, 0, 1, true));
-  specs.push_back(Spec("paged 16 Sk=1", Heads(8, 2, 128), {1}, {1}, 16, 16, false));
+  specs.push_back(KvSpec("dense Sk=1 append", KvHeads(8, 2, 128), {0}, {1}, 0, 1, true));
+  specs.push_back(KvSpec("paged 16 Sk=1", KvHeads(8, 2, 128), {1}, {1}, 16, 16, false));
   // One long sequence: 131071 cached + 1 appended.
   specs.push_back(
-      Spec("paged 256 Sk=131072 MQA", Heads(8, 1, 64), {131071}, {1}, 256, 131072, true));
+      KvSpec("paged 256 Sk=131072 MQA", KvHeads(8, 1, 64), {131071}, {1}, 256, 131072, true));
   return specs;
 }
 
@@ -278,7 +259,7 @@ void CheckBadDeviceTablesStayInsideTheCache(DType dtype) {
   const absl::StatusOr<KernelHandle> kernel = ResolveKernel(kProductionKernelName);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   DeviceKvCase device(
-      MakeKvCacheCase(Spec("bad tables", Heads(8, 2, 128), {40, 20}, {2, 2}, 16, 64, true), dtype,
+      MakeKvCacheCase(KvSpec("bad tables", KvHeads(8, 2, 128), {40, 20}, {2, 2}, 16, 64, true), dtype,
                       FreshSeed()),
       dtype);
   ASSERT_NO_FATAL_FAILURE(device.Prepare());
@@ -325,9 +306,9 @@ TEST(SanitizerSweep, KvCacheVariants) {
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
     for (int64_t d : {64, 96, 128, 192, 256}) {
       for (const KvCacheSpec& spec :
-           {Spec("sweep paged 16 varlen append", Heads(4, 2, d), {20, 0}, {3, 1}, 16, 48, true, true),
-            Spec("sweep paged 64 append", Heads(4, 1, d), {70, 1}, {1, 1}, 64, 128, true),
-            Spec("sweep dense", Heads(4, 4, d, false), {50, 3}, {2, 2}, 0, 64, false)}) {
+           {KvSpec("sweep paged 16 varlen append", KvHeads(4, 2, d), {20, 0}, {3, 1}, 16, 48, true, true),
+            KvSpec("sweep paged 64 append", KvHeads(4, 1, d), {70, 1}, {1, 1}, 64, 128, true),
+            KvSpec("sweep dense", KvHeads(4, 4, d, false), {50, 3}, {2, 2}, 0, 64, false)}) {
         DeviceKvCase device(MakeKvCacheCase(spec, dtype, FreshSeed()), dtype);
         ASSERT_NO_FATAL_FAILURE(device.Prepare());
         for (int splits : {1, 3}) {
