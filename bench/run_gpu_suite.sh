@@ -5,17 +5,18 @@
 #   2. attn_tune (step 7) writing a tuning table for this GPU,
 #   3. the ladder table against PyTorch's FA2 and cuDNN (needs torch),
 #   4. the breadth table of the production kernel (needs torch),
-#   5. static SASS counts per ladder step (needs cuobjdump and c++filt).
+#   5. the decode table: decode, split-KV, paged K/V and append (needs torch),
+#   6. static SASS counts per ladder step (needs cuobjdump and c++filt).
 #
 #   run_gpu_suite.sh <bin dir> <lib dir> <output dir>
-#                    [steps: test,tune,ladder,breadth,sass]
+#                    [steps: test,tune,ladder,breadth,decode,sass]
 # Logs and results land in <output dir>; the tuning table it writes is used
 # by step 3 through ATTN_TUNING_TABLE.
 set -uo pipefail
 bin="$1"
 lib="$2"
 out="$3"
-steps="${4:-test,tune,ladder,breadth,sass}"
+steps="${4:-test,tune,ladder,breadth,decode,sass}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -49,6 +50,12 @@ if [[ ",$steps," == *",breadth,"* ]]; then
   PYTHONUNBUFFERED=1 python3 "$here/breadth_table.py" --lib "$lib/libattn_c.so" --out "$out" \
     >"$out/breadth.log" 2>&1 || status=1
   cat "$out/breadth.md" 2>/dev/null || tail -5 "$out/breadth.log"
+fi
+if [[ ",$steps," == *",decode,"* ]]; then
+  echo "== decode table"
+  PYTHONUNBUFFERED=1 python3 "$here/decode_table.py" --lib "$lib/libattn_c.so" --out "$out" \
+    >"$out/decode.log" 2>&1 || status=1
+  cat "$out/decode.md" 2>/dev/null || tail -5 "$out/decode.log"
 fi
 
 if [[ ",$steps," == *",sass,"* ]]; then
