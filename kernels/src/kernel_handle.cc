@@ -22,4 +22,8 @@ int64_t KernelHandle::WorkspaceBytes(const AttentionProblem& problem) const {
   return entry_.workspace_bytes == nullptr ? 0 : entry_.workspace_bytes(impl_, problem);
 }
 
+int64_t KernelHandle::MaxWorkspaceBytes() const {
+  return entry_.max_workspace_bytes == nullptr ? 0 : entry_.max_workspace_bytes(impl_);
+}
+
 }  // namespace attn

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "attn/validate.h"
 #include "backends/cuda_routing.h"
 #include "backends/cuda_slot.h"
 #include "backends/heap_arena.h"
@@ -68,10 +69,13 @@ class CudaExecutor : public Executor {
                       [this](const LaunchPlan& plan) { return NoteStickyError(RunPlan(plan)); });
   }
 
-  // Runs the catalog's default kernel, bound to this device, once on zeroed
-  // inputs of a small problem it accepts: non-causal self-attention, one
+  // Runs the catalog's default kernel, bound to this device, on zeroed
+  // inputs of small problems it accepts: non-causal self-attention, one
   // head, a head_dim it takes (128 if it can), 128 tokens rounded up to its
-  // block size. Through KernelHandle::Run, which checks what Launch trusts.
+  // block size; then one query row against those keys in two splits
+  // through the stream's workspace (the decode tile and the combine), when
+  // it takes that. Through KernelHandle::Run, which checks what Launch
+  // trusts, so the first requests pay no lazy module loading.
   absl::Status Warmup() {
     ASSIGN_OR_RETURN(const KernelHandle* bound,
                      catalog_->OnDevice(catalog_->default_kernel(), slot_->ordinal()));
@@ -98,16 +102,31 @@ class CudaExecutor : public Executor {
       CUDA_RETURN_IF_ERROR(
           cudaMemsetAsync(slot_->device_input(input), 0, bytes, slot_->stream()), ordinal);
     }
-    const absl::Status launched =
-        kernel.Run(AttentionArgs::Contiguous(problem, dtype, slot_->device_input(Input::kQ),
-                                             slot_->device_input(Input::kK),
-                                             slot_->device_input(Input::kV), slot_->device_out()),
-                   slot_->stream());
-    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(slot_->stream()), ordinal);
-    if (!launched.ok()) {
-      return absl::Status(launched.code(),
-                          absl::StrFormat("warm-up of kernel '%s' on %s: %s", kernel.info().name,
-                                          Name(), launched.message()));
+    AttentionProblem decode = problem;
+    decode.seqlen_q = 1;
+    std::vector<AttentionArgs> calls = {
+        AttentionArgs::Contiguous(problem, dtype, slot_->device_input(Input::kQ),
+                                  slot_->device_input(Input::kK), slot_->device_input(Input::kV),
+                                  slot_->device_out())};
+    if (ValidateProblem(decode, kernel.info()).ok() &&
+        SplitKvWorkspaceBytes(decode, 2) <= slot_->sizes().workspace) {
+      AttentionArgs args = calls.front();
+      args.problem = decode;
+      args.q_strides = args.out_strides = ContiguousStrides(1, 1, head_dim);
+      args.workspace = slot_->device_workspace();
+      args.workspace_bytes = slot_->sizes().workspace;
+      args.num_splits = 2;
+      calls.push_back(args);
+    }
+    for (const AttentionArgs& args : calls) {
+      const absl::Status launched = kernel.Run(args, slot_->stream());
+      CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(slot_->stream()), ordinal);
+      if (!launched.ok()) {
+        return absl::Status(launched.code(),
+                            absl::StrFormat("warm-up of kernel '%s' on %s (%s): %s",
+                                            kernel.info().name, Name(), args.problem.ToString(),
+                                            launched.message()));
+      }
     }
     CUDA_RETURN_IF_ERROR(cudaGetLastError(), ordinal);
     return absl::OkStatus();
@@ -231,6 +250,10 @@ class CudaExecutor : public Executor {
       args.cu_seqlens_q = slot_->device_cu(0);
       args.cu_seqlens_k = slot_->device_cu(1);
     }
+    // The stream's own workspace: launches on it run one after another, and
+    // it holds what any kernel of the catalog chooses (CudaBufferSizes).
+    args.workspace = slot_->device_workspace();
+    args.workspace_bytes = slot_->sizes().workspace;
     // Admission validated the problem for this kernel (and a stacked plan
     // its stacked problem); the executor made the pointers (its buffers, or
     // regions at 16-byte offsets) and contiguous strides: nothing is left
@@ -285,13 +308,15 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
   if (options.catalog == nullptr) {
     return absl::InternalError("CreateCudaExecutors: no kernel catalog");
   }
-  const CudaBufferSizes sizes = CudaBufferSizes::For(options.max_tensor_bytes, options.max_rows);
   std::vector<std::unique_ptr<Executor>> executors;
   const std::optional<HeapArena>& heap = RegisterPinnedHeap();
   auto copier = std::make_shared<ParallelCopier>(
       options.copy_threads,
       options.streaming_staging ? kStreamingStagingMinBytes : std::numeric_limits<size_t>::max());
   for (const DeviceInfo& device : options.devices) {
+    const CudaBufferSizes sizes =
+        CudaBufferSizes::For(options.max_tensor_bytes, options.max_rows,
+                             options.catalog->MaxWorkspaceBytes(device.ordinal));
     RETURN_IF_ERROR(CheckDeviceMemory(device, options.streams_per_device, sizes));
     for (int s = 0; s < options.streams_per_device; ++s) {
       ASSIGN_OR_RETURN(std::unique_ptr<CudaSlot> slot,
@@ -300,9 +325,11 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
       auto executor = std::make_unique<CudaExecutor>(std::move(slot), options.catalog);
       RETURN_IF_ERROR(executor->Warmup());
       LOGF(kInfo,
-           "%s ready: 4 x %.0f MiB tensor buffers + %.1f MiB LSE and offsets on the device, "
-           "%.0f MiB pinned staging + %.0f MiB pinned memory lent to responses; %s",
+           "%s ready: 4 x %.0f MiB tensor buffers + %.1f MiB LSE and offsets + %.1f MiB "
+           "kernel workspace on the device, %.0f MiB pinned staging + %.0f MiB pinned memory "
+           "lent to responses; %s",
            executor->Name(), sizes.tensor / 1048576.0, (sizes.lse + 2 * sizes.cu) / 1048576.0,
+           sizes.workspace / 1048576.0,
            (sizes.PinnedIn() + sizes.PinnedOut()) / 1048576.0,
            CudaSlot::kLentOutputs * sizes.PinnedOut() / 1048576.0,
            executor->slot().StagingDescription());

@@ -17,8 +17,10 @@ constexpr int kRingSlots = 4;
 
 }  // namespace
 
-CudaBufferSizes CudaBufferSizes::For(int64_t max_tensor_bytes, int64_t max_rows) {
+CudaBufferSizes CudaBufferSizes::For(int64_t max_tensor_bytes, int64_t max_rows,
+                                     int64_t workspace_bytes) {
   CudaBufferSizes b;
+  b.workspace = workspace_bytes;
   b.tensor = max_tensor_bytes;
   b.lse = max_rows * static_cast<int64_t>(sizeof(float));
   b.cu = (max_rows + 1) * static_cast<int64_t>(sizeof(int32_t));
@@ -34,9 +36,11 @@ absl::Status CheckDeviceMemory(const DeviceInfo& device, int streams,
   if (needed > static_cast<double>(free_bytes)) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "cuda:%d (%s) has %.0f MiB free; %d streams (--streams_per_device) x (4 tensors of "
-        "%.0f MiB (--max_tokens_per_request) + %.1f MiB LSE and offsets) need %.0f MiB",
+        "%.0f MiB (--max_tokens_per_request) + %.1f MiB LSE and offsets + %.1f MiB kernel "
+        "workspace) need %.0f MiB",
         device.ordinal, device.name, free_bytes / 1048576.0, streams, sizes.tensor / 1048576.0,
-        (sizes.lse + 2 * sizes.cu) / 1048576.0, needed / 1048576.0));
+        (sizes.lse + 2 * sizes.cu) / 1048576.0, sizes.workspace / 1048576.0,
+        needed / 1048576.0));
   }
   return absl::OkStatus();
 }
@@ -68,6 +72,10 @@ absl::StatusOr<std::unique_ptr<CudaSlot>> CudaSlot::Create(
   ASSIGN_OR_RETURN(s->d_lse_, AllocateDevice(static_cast<size_t>(sizes.lse), ordinal));
   for (DeviceBuffer* buffer : {&s->d_cu_q_, &s->d_cu_k_}) {
     ASSIGN_OR_RETURN(*buffer, AllocateDevice(static_cast<size_t>(sizes.cu), ordinal));
+  }
+  if (sizes.workspace > 0) {
+    ASSIGN_OR_RETURN(s->d_workspace_,
+                     AllocateDevice(static_cast<size_t>(sizes.workspace), ordinal));
   }
   ASSIGN_OR_RETURN(s->h_in_, AllocatePinned(static_cast<size_t>(sizes.PinnedIn()), ordinal));
   ASSIGN_OR_RETURN(s->h_out_, AllocatePinned(static_cast<size_t>(sizes.PinnedOut()), ordinal));

@@ -4,7 +4,8 @@
 // allocated once at start-up, never per request: the non-blocking stream
 // and its timing events; device buffers for Q, K, V, O (each sized for the
 // largest allowed tensor on its own: K and V may be larger than Q when
-// kv_seq_len > seq_len), the float32 LSE and the two cu_seqlens; pinned
+// kv_seq_len > seq_len), the float32 LSE and the two cu_seqlens, the
+// kernels' workspace (split-KV partial results for decode); pinned
 // staging for inputs and outputs; the pinned memory lent to responses
 // (pinned_output_pool.h); the ring of --staging_chunk_bytes
 // (chunked_upload.h), in memory of its own; and the pinned heap's arena
@@ -41,11 +42,14 @@ struct CudaBufferSizes {
   int64_t tensor = 0;  // each of Q, K, V, O
   int64_t lse = 0;     // float32 rows
   int64_t cu = 0;      // each of cu_seqlens_q and cu_seqlens_k (int32)
+  // AttentionArgs::workspace: the catalog's MaxWorkspaceBytes for the device.
+  int64_t workspace = 0;
 
   // `max_rows`: query rows x heads (LSE elements) and sequences (varlen)
   // of one request.
-  static CudaBufferSizes For(int64_t max_tensor_bytes, int64_t max_rows);
-  int64_t Device() const { return 4 * tensor + lse + 2 * cu; }
+  static CudaBufferSizes For(int64_t max_tensor_bytes, int64_t max_rows,
+                             int64_t workspace_bytes);
+  int64_t Device() const { return 4 * tensor + lse + 2 * cu + workspace; }
   int64_t PinnedIn() const { return 3 * tensor + 2 * cu; }  // q, k, v, cu_q, cu_k
   int64_t PinnedOut() const { return tensor + lse; }        // o, lse
   LaunchCapacity Capacity() const { return {tensor, lse}; }
@@ -89,6 +93,8 @@ class CudaSlot {
   char* device_out() const { return static_cast<char*>(d_out_.get()); }
   char* device_lse() const { return static_cast<char*>(d_lse_.get()); }
   int32_t* device_cu(int which) const;  // 0: cu_seqlens_q, 1: cu_seqlens_k
+  // sizes().workspace bytes (null when 0), for every launch on the stream.
+  void* device_workspace() const { return d_workspace_.get(); }
 
   // Pinned staging: q, k, v at multiples of sizes().tensor, then the two
   // cu_seqlens; O, then the LSE at sizes().tensor.
@@ -116,7 +122,7 @@ class CudaSlot {
   const std::shared_ptr<ParallelCopier> copier_;  // shared by every slot
   CudaStream stream_;
   CudaEvent start_, h2d_done_, kernel_done_, d2h_done_;
-  DeviceBuffer d_q_, d_k_, d_v_, d_out_, d_lse_, d_cu_q_, d_cu_k_;
+  DeviceBuffer d_q_, d_k_, d_v_, d_out_, d_lse_, d_cu_q_, d_cu_k_, d_workspace_;
   PinnedBuffer h_in_;   // q, k, v, cu_seqlens_q, cu_seqlens_k
   PinnedBuffer h_out_;  // o, lse
   std::shared_ptr<PinnedOutputPool> lent_out_;  // o, lse laid out as in h_out_

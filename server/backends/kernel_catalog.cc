@@ -152,6 +152,19 @@ absl::StatusOr<const KernelHandle*> KernelCatalog::OnDevice(const KernelHandle& 
   return &**bound;
 }
 
+int64_t KernelCatalog::MaxWorkspaceBytes(int ordinal) const {
+  int64_t most = 0;
+  for (const DeviceKernels& device : devices_) {
+    if (device.ordinal != ordinal) continue;
+    for (const auto* list : {&device.kernels, &device.candidates}) {
+      for (const absl::StatusOr<KernelHandle>& bound : *list) {
+        if (bound.ok()) most = std::max(most, bound->MaxWorkspaceBytes());
+      }
+    }
+  }
+  return most;
+}
+
 int64_t KernelCatalog::MinHeadDim() const {
   int64_t smallest = 0;
   for (const KernelHandle& kernel : kernels_) {

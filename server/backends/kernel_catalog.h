@@ -92,6 +92,12 @@ class KernelCatalog {
   // it (ForCudaDevices); INVALID_ARGUMENT for a handle of another catalog.
   absl::StatusOr<const KernelHandle*> OnDevice(const KernelHandle& kernel, int ordinal) const;
 
+  // The most workspace (KernelHandle::MaxWorkspaceBytes) any kernel bound
+  // to device `ordinal` uses: what each of its executors preallocates, so
+  // every launch there gets the splits its kernel chooses. 0 for a device
+  // the catalog was not made for.
+  int64_t MaxWorkspaceBytes(int ordinal) const;
+
  private:
   // One device's handles, by position in kernels_ and candidates_.
   struct DeviceKernels {

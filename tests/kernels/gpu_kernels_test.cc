@@ -20,6 +20,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -192,20 +193,26 @@ class DeviceCase {
 
   // Poisons O (padding included) and LSE, runs `kernel` (Run, or Launch:
   // no checks), checks everything. num_splits >= 0: with a workspace
-  // (poisoned too) sized for that many splits or the kernel's own choice,
-  // and args.num_splits = num_splits; -1: no workspace.
-  void Check(const KernelHandle& kernel, bool launch = false, int num_splits = -1) {
+  // (poisoned too) sized for that many splits or the kernel's own choice
+  // (or `workspace_bytes` of it, if >= 0), and args.num_splits =
+  // num_splits; -1: no workspace.
+  void Check(const KernelHandle& kernel, bool launch = false, int num_splits = -1,
+             int64_t workspace_bytes = -1) {
     const AttentionProblem& p = c_.problem;
     SCOPED_TRACE(kernel.info().name + " " + Describe() +
-                 (num_splits >= 0 ? absl::StrCat(" num_splits=", num_splits) : ""));
+                 (num_splits >= 0 ? absl::StrCat(" num_splits=", num_splits) : "") +
+                 (workspace_bytes >= 0 ? absl::StrCat(" workspace_bytes=", workspace_bytes) : ""));
     // 0xffff: NaN in fp16, bf16 and (0xffffffff) float32.
     ATTN_ASSERT_CUDA(cudaMemset(out_->get(), 0xff, out_->bytes()));
     ATTN_ASSERT_CUDA(cudaMemset(lse_->get(), 0xff, lse_->bytes()));
     AttentionArgs args = Args();
     std::unique_ptr<DeviceBuffer> workspace;
     if (num_splits >= 0) {
-      const int64_t bytes = std::max<int64_t>(
-          {SplitKvWorkspaceBytes(p, num_splits), kernel.WorkspaceBytes(p), 16});
+      const int64_t bytes =
+          workspace_bytes >= 0
+              ? std::max<int64_t>(workspace_bytes, 16)
+              : std::max<int64_t>(
+                    {SplitKvWorkspaceBytes(p, num_splits), kernel.WorkspaceBytes(p), 16});
       workspace = std::make_unique<DeviceBuffer>(bytes);
       ASSERT_NE(workspace->get(), nullptr);
       ATTN_ASSERT_CUDA(cudaMemset(workspace->get(), 0xff, bytes));
@@ -579,6 +586,48 @@ TEST_P(GpuKernelsTest, DecodeSplitsRefuseASmallWorkspace) {
   st = kernel->Run(args, nullptr);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_NE(st.message().find("num_splits is"), std::string::npos) << st;
+}
+
+// What an owner of one workspace per stream (the server's executors)
+// relies on: MaxWorkspaceBytes covers the kernel's own choice for every
+// problem on the device, and a workspace too small for that choice makes it
+// split less, not fail: the result stays right.
+TEST_P(GpuKernelsTest, DecodeWorkspaceBoundCoversEveryProblem) {
+  ATTN_SKIP_WITHOUT_GPU();
+  const std::vector<DeviceInfo> devices = ListCudaDevices();
+  ATTN_ASSERT_CUDA(cudaSetDevice(devices.front().ordinal));
+  const absl::StatusOr<KernelHandle> kernel =
+      ResolveKernel(kProductionKernelName, devices.front());
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const int64_t most = kernel->MaxWorkspaceBytes();
+  EXPECT_GT(most, 0);
+  int splitting = 0;
+  const std::pair<int64_t, int64_t> head_counts[] = {{32, 8}, {8, 8}, {64, 1}, {16, 2}};
+  for (int64_t batch : {1, 2, 3, 8, 17, 64, 200}) {
+    for (int64_t sq : {1, 2, 4, 16}) {
+      for (int64_t sk : {1, 33, 4096, 131072}) {
+        for (const auto& [heads_q, heads_kv] : head_counts) {
+          for (int64_t d : {64, 96, 128, 192, 256}) {
+            const AttentionProblem p = DenseProblem(batch, sq, sk, heads_q, heads_kv, d, sq > 1);
+            const int64_t bytes = kernel->WorkspaceBytes(p);
+            EXPECT_LE(bytes, most) << p.ToString();
+            splitting += bytes > 0;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(splitting, 0) << "no problem of the grid splits";
+  const GpuCase c = Make("decode, short workspace", DenseProblem(1, 1, 20000, 32, 8, 128, true));
+  ASSERT_GT(kernel->WorkspaceBytes(c.problem), SplitKvWorkspaceBytes(c.problem, 3));
+  DeviceCase device(c, GetParam());
+  ASSERT_NO_FATAL_FAILURE(device.Prepare());
+  for (int splits : {2, 3}) {
+    ASSERT_NO_FATAL_FAILURE(device.Check(*kernel, /*launch=*/true, /*num_splits=*/0,
+                                         SplitKvWorkspaceBytes(c.problem, splits) + 8));
+  }
+  ASSERT_NO_FATAL_FAILURE(device.Check(*kernel, /*launch=*/true, /*num_splits=*/0,
+                                       SplitKvWorkspaceBytes(c.problem, 2) - 16));
 }
 
 TEST_P(GpuKernelsTest, StableUnderLargeScores) {

@@ -111,6 +111,7 @@ TEST(KernelHandleTest, RunChecksAndLaunchRunsWhatItIsGiven) {
   const absl::StatusOr<KernelHandle> cpu = ResolveKernel(kCpuKernelName);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   EXPECT_EQ(cpu->WorkspaceBytes(AttentionProblem::SelfAttention(1, 64, 2, 64)), 0);
+  EXPECT_EQ(cpu->MaxWorkspaceBytes(), 0);
   const AttentionProblem p = testing::DenseProblem(1, 33, 47, 4, 2, 64, /*causal=*/true);
   const testing::ProblemInputs in = testing::MakeProblemInputs(p, DType::kBFloat16, testing::FreshSeed());
   std::vector<uint16_t> run_out(p.QElements(), testing::kPoisonBits);
@@ -137,6 +138,7 @@ TEST(KernelHandleTest, RunChecksAndLaunchRunsWhatItIsGiven) {
 // A kernel that would use scratch memory: the workspace is optional, but
 // what is given must be usable and a forced split count needs its bytes.
 int64_t NeedsScratch(const void*, const AttentionProblem&) { return 256; }
+int64_t MostScratch(const void*) { return 4096; }
 
 int launches = 0;
 
@@ -149,10 +151,11 @@ TEST(KernelHandleTest, RunChecksTheWorkspaceGiven) {
   launches = 0;
   KernelInfo info = *FindKernel(kCpuKernelName);
   info.name = "scratch_test";
-  const KernelHandle kernel(info, KernelHandle::Entry{&CountLaunch, nullptr, &NeedsScratch},
-                            nullptr);
+  const KernelHandle kernel(
+      info, KernelHandle::Entry{&CountLaunch, nullptr, &NeedsScratch, &MostScratch}, nullptr);
   const AttentionProblem p = AttentionProblem::SelfAttention(1, 4, 1, 8);
   EXPECT_EQ(kernel.WorkspaceBytes(p), 256);
+  EXPECT_EQ(kernel.MaxWorkspaceBytes(), 4096);
   std::vector<uint16_t> q(p.QElements()), out(p.QElements());
   AttentionArgs args = AttentionArgs::Contiguous(p, DType::kFloat16, q.data(), q.data(),
                                                  q.data(), out.data());

@@ -787,6 +787,11 @@ std::vector<FeatureCase> FeatureCases() {
          p.return_lse = true;
        }),
        {3, 9}, {3, 9}},
+      // Few CTAs over many keys: on CUDA split-KV through the stream's
+      // workspace (the kernel splits these when it has one).
+      {"Sq=1 decode, long keys", With(Problem(1, 1, 4000, 8, 2, 128), causal_lse), {}, {}},
+      {"varlen decode, long keys", With(Problem(0, 0, 0, 8, 2, 128), lse), {1, 1, 2},
+       {3000, 1, 700}},
   };
 }
 

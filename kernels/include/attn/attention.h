@@ -134,22 +134,29 @@ class KernelHandle {
   // Bytes of device scratch memory (AttentionArgs::workspace) a call of
   // `problem` runs fastest with (flash_fwd's split-KV partial results for
   // few query rows on the device it runs on); 0 when it uses none. Given
-  // less, the kernel runs without it.
+  // less, the kernel splits no further than the workspace holds.
   int64_t WorkspaceBytes(const AttentionProblem& problem) const;
+  // At least WorkspaceBytes(problem) for every problem, on the device the
+  // handle runs on: what a caller that allocates once (the server's
+  // executors, one workspace per stream) allocates. 0 when none is used.
+  int64_t MaxWorkspaceBytes() const;
 
   // For kernel libraries (attn/kernel_library.h): a kernel is these
   // functions over its `impl`. `launch` runs without checks; `check`, if
   // any, is what Run checks beyond ValidateArgs and the workspace (device
-  // pointers, the device); `workspace_bytes`, if any, sizes the workspace.
+  // pointers, the device); `workspace_bytes`, if any, sizes the workspace
+  // and `max_workspace_bytes` bounds it over all problems (both or neither).
   using LaunchFn = absl::Status (*)(const void* impl, const KernelInfo& info,
                                     const AttentionArgs& args, CUstream_st* stream);
   using CheckFn = absl::Status (*)(const void* impl, const KernelInfo& info,
                                    const AttentionArgs& args);
   using WorkspaceFn = int64_t (*)(const void* impl, const AttentionProblem& problem);
+  using MaxWorkspaceFn = int64_t (*)(const void* impl);
   struct Entry {
     LaunchFn launch = nullptr;
     CheckFn check = nullptr;
     WorkspaceFn workspace_bytes = nullptr;
+    MaxWorkspaceFn max_workspace_bytes = nullptr;
   };
   KernelHandle(KernelInfo info, const Entry& entry, const void* impl, int device = -1)
       : info_(std::move(info)), entry_(entry), impl_(impl), device_(device) {}

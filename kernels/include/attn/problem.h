@@ -157,7 +157,8 @@ struct AttentionArgs {
   // Device scratch memory the kernel may use during the call (16-byte
   // aligned, `workspace_bytes` long): split-KV partial results. Optional:
   // KernelHandle::WorkspaceBytes(problem) says how much the kernel's own
-  // choice of splits uses; given less, it does not split.
+  // choice of splits uses; given less, it splits only as far as the
+  // workspace holds (no split when it holds fewer than two).
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
   // K/V cache (problem.kv_cache; device memory for GPU kernels):
@@ -172,7 +173,7 @@ struct AttentionArgs {
   const void* v_new = nullptr;
   TensorStrides k_new_strides, v_new_strides;
   // Split-KV for problems of few query rows: 0 = the kernel's choice (from
-  // the problem and the device, within the workspace given), 1 = none, n =
+  // the problem and the device, as far as the workspace given holds), 1 = none, n =
   // n splits (at most kMaxSplits, fewer when there are fewer key blocks),
   // which needs SplitKvWorkspaceBytes(problem, n) of workspace. The result
   // is the same up to rounding whatever the count.

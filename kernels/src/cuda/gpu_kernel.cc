@@ -306,7 +306,8 @@ absl::StatusOr<KernelHandle> GpuKernel::Resolve(KernelInfo base, const DeviceInf
     absl::StatusOr<KernelInfo> info = Describe(std::move(base));
     if (!info.ok()) return info.status();
     return KernelHandle(*std::move(info),
-                        KernelHandle::Entry{&LaunchHere, &CheckHere, &WorkspaceHere}, this);
+                        KernelHandle::Entry{&LaunchHere, &CheckHere, &WorkspaceHere, &MaxWorkspaceHere},
+                        this);
   }
   if (!built()) return Describe(std::move(base)).status();
   absl::StatusOr<const OnDevice*> bound = Bind(*device);
@@ -314,7 +315,8 @@ absl::StatusOr<KernelHandle> GpuKernel::Resolve(KernelInfo base, const DeviceInf
   if (*bound == nullptr) return NotOn(base, *device);
   // Described for its own device's family.
   return KernelHandle(DescribeFamily(std::move(base), *(*bound)->family),
-                      KernelHandle::Entry{&LaunchBound, &CheckBound, &WorkspaceBound}, *bound,
+                      KernelHandle::Entry{&LaunchBound, &CheckBound, &WorkspaceBound, &MaxWorkspaceBound},
+                      *bound,
                       device->ordinal);
 }
 
@@ -322,8 +324,8 @@ absl::StatusOr<KernelHandle> GpuKernel::Resolve(KernelInfo base, const DeviceInf
 // `key_blocks` key blocks each on a device running `slots` at once: none
 // when the CTAs nearly fill it; else the fewest splits whose last wave is
 // within 85 % of the best wave efficiency (FA2's num_splits_heuristic),
-// with at most 2 × slots CTAs in all (which bounds the workspace) and at
-// least one key block per split.
+// with at most 2 × slots CTAs in all (which bounds the workspace:
+// MaxWorkspaceBound relies on it) and at least one key block per split.
 int HeuristicSplits(int64_t ctas, int key_blocks, int slots) {
   if (ctas <= 0 || key_blocks <= 1 || ctas * 5 >= slots * 4) return 1;
   const int most = static_cast<int>(
@@ -357,7 +359,12 @@ GpuKernel::DecodePlan GpuKernel::PlanDecode(const OnDevice& bound, const Attenti
   const int64_t rows = pb.seqlen_q * (pb.heads_q / pb.heads_kv);
   const int64_t ctas = (rows + plan.tile->block_m - 1) / plan.tile->block_m * pb.heads_kv * pb.batch;
   plan.splits = HeuristicSplits(ctas, key_blocks, bound.decode_slots[index]);
-  if (SplitKvWorkspaceBytes(pb, plan.splits) > workspace_bytes) plan.splits = 1;
+  if (plan.splits > 1) {
+    // As many splits as the workspace holds (one split needs none).
+    const int64_t per_split = SplitKvWorkspaceBytes(pb, 2) / 2;
+    plan.splits = static_cast<int>(std::min<int64_t>(plan.splits, workspace_bytes / per_split));
+    if (plan.splits < 2) plan.splits = 1;
+  }
   return plan;
 }
 
@@ -365,6 +372,29 @@ int64_t GpuKernel::WorkspaceBound(const void* impl, const AttentionProblem& prob
   const DecodePlan plan = PlanDecode(*static_cast<const OnDevice*>(impl), problem, 0,
                                      std::numeric_limits<int64_t>::max());
   return SplitKvWorkspaceBytes(problem, plan.splits);
+}
+
+// The heuristic's splits × CTAs are at most 2 × slots, and each CTA holds
+// block_m packed rows of (head_dim + 1) floats per split; forced counts
+// are the caller's (ValidateWorkspace asks for their size).
+int64_t GpuKernel::MaxWorkspaceBound(const void* impl) {
+  const OnDevice& bound = *static_cast<const OnDevice*>(impl);
+  int64_t most = 0;
+  for (size_t i = 0; i < bound.family->decode_tiles.size(); ++i) {
+    const GpuDecodeTile& tile = bound.family->decode_tiles[i];
+    most = std::max(most, int64_t{2} * bound.decode_slots[i] * tile.block_m *
+                              (tile.head_dim + 1) * int64_t{sizeof(float)});
+  }
+  return most;
+}
+
+int64_t GpuKernel::MaxWorkspaceHere(const void* impl) {
+  const GpuKernel& kernel = *static_cast<const GpuKernel*>(impl);
+  absl::StatusOr<DeviceInfo> device = CurrentCudaDevice();
+  if (!device.ok()) return 0;
+  absl::StatusOr<const OnDevice*> bound = kernel.Bind(*device);
+  if (!bound.ok() || *bound == nullptr) return 0;
+  return MaxWorkspaceBound(*bound);
 }
 
 int64_t GpuKernel::WorkspaceHere(const void* impl, const AttentionProblem& problem) {

@@ -162,6 +162,8 @@ class GpuKernel {
 
   static int64_t WorkspaceBound(const void* impl, const AttentionProblem& problem);
   static int64_t WorkspaceHere(const void* impl, const AttentionProblem& problem);
+  static int64_t MaxWorkspaceBound(const void* impl);
+  static int64_t MaxWorkspaceHere(const void* impl);
 
   const Family* BestFor(const DeviceInfo& device) const;
   static KernelInfo DescribeFamily(KernelInfo base, const Family& family);
