@@ -6,20 +6,26 @@
 // LSE_s = −inf and weight 0; a row no split saw ends with O = 0 and LSE −inf,
 // as the one-pass kernel leaves it.
 //
-// One warp per row (rows indexed as the LSE is), kRowsPerCta rows per CTA;
-// lanes stride over head_dim, so every load and store is coalesced.
+// One CTA per row (rows indexed as the LSE is). Warp 0 reads the row's
+// split LSEs a lane each and leaves the weights in shared memory; then
+// each warp sums every kCombineWarps-th split's partial O, a lane holding
+// head_dim / 32 adjacent columns, and the warps' sums are added through
+// shared memory. The loads of one warp are independent of each other, so a
+// long split list (one sequence of 131072 keys in 100+ splits) is read
+// with many loads in flight rather than one split after another.
 #ifndef ATTN_KERNELS_SRC_CUDA_FLASH_COMBINE_KERNEL_CUH_
 #define ATTN_KERNELS_SRC_CUDA_FLASH_COMBINE_KERNEL_CUH_
 
 #include <cmath>
 #include <cstdint>
 
+#include "attn/problem.h"
 #include "device/ptx.cuh"
 #include "fwd_params.h"
 
 namespace attn::fa2 {
 
-inline constexpr int kCombineRowsPerCta = 4;
+inline constexpr int kCombineWarps = 4;
 
 // Elements from O's start to the first element of LSE row `row`.
 __device__ __forceinline__ int64_t CombineOutputOffset(const FwdParams& p, int64_t row) {
@@ -35,41 +41,71 @@ __device__ __forceinline__ int64_t CombineOutputOffset(const FwdParams& p, int64
 }
 
 template <class T, int kHeadDim>
-__global__ void __launch_bounds__(32 * kCombineRowsPerCta)
+__global__ void __launch_bounds__(32 * kCombineWarps)
     FlashCombineKernel(const __grid_constant__ FwdParams p) {
-  const int lane = threadIdx.x % 32;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kCombineRowsPerCta + threadIdx.x / 32;
-  if (row >= p.lse_rows) return;
-  float max_lse = -INFINITY;
-  for (int s = 0; s < p.num_splits; ++s) max_lse = fmaxf(max_lse, p.lse_accum[s * p.lse_rows + row]);
-  float sum = 0.0f;
-  if (max_lse != -INFINITY) {
-    for (int s = 0; s < p.num_splits; ++s) sum += __expf(p.lse_accum[s * p.lse_rows + row] - max_lse);
+  static_assert(kHeadDim % 32 == 0, "a lane holds head_dim / 32 columns");
+  constexpr int kPerLane = kHeadDim / 32;
+  __shared__ float weight[kMaxSplits];
+  __shared__ float row_lse;
+  __shared__ float partial[kCombineWarps][kHeadDim];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t row = blockIdx.x;
+  if (warp == 0) {
+    float lse_s[kMaxSplits / 32];
+    float max_lse = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kMaxSplits / 32; ++i) {
+      const int s = lane + 32 * i;
+      lse_s[i] = s < p.num_splits ? p.lse_accum[s * p.lse_rows + row] : -INFINITY;
+      max_lse = fmaxf(max_lse, lse_s[i]);
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, offset));
+    }
+    float sum = 0.0f;
+    if (max_lse != -INFINITY) {
+#pragma unroll
+      for (int i = 0; i < kMaxSplits / 32; ++i) sum += __expf(lse_s[i] - max_lse);
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    }
+    const float lse = sum > 0.0f ? max_lse + __logf(sum) : -INFINITY;
+    // A split that saw no key (and every split of a row none saw) weighs 0;
+    // its partial may be anything, so it is never multiplied in.
+#pragma unroll
+    for (int i = 0; i < kMaxSplits / 32; ++i) {
+      weight[lane + 32 * i] = lse == -INFINITY ? 0.0f : __expf(lse_s[i] - lse);
+    }
+    if (lane == 0) row_lse = lse;
   }
-  const float lse = sum > 0.0f ? max_lse + __logf(sum) : -INFINITY;
-  T* out = static_cast<T*>(p.o) + CombineOutputOffset(p, row);
-  constexpr int kPerLane = (kHeadDim + 31) / 32;
+  __syncthreads();
   float acc[kPerLane];
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) acc[i] = 0.0f;
-  if (lse != -INFINITY) {
-    for (int s = 0; s < p.num_splits; ++s) {
-      const float w = __expf(p.lse_accum[s * p.lse_rows + row] - lse);
-      if (w == 0.0f) continue;
-      const float* part = p.o_accum + (s * p.lse_rows + row) * kHeadDim;
+#pragma unroll 4
+  for (int s = warp; s < p.num_splits; s += kCombineWarps) {
+    const float w = weight[s];
+    const float* part = p.o_accum + (s * p.lse_rows + row) * kHeadDim + lane * kPerLane;
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i) {
-        const int c = lane + 32 * i;
-        if (kHeadDim % 32 == 0 || c < kHeadDim) acc[i] = fmaf(w, part[c], acc[i]);
-      }
+    for (int i = 0; i < kPerLane; ++i) {
+      const float x = part[i];
+      acc[i] = w != 0.0f ? fmaf(w, x, acc[i]) : acc[i];
     }
   }
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int c = lane + 32 * i;
-    if (kHeadDim % 32 == 0 || c < kHeadDim) out[c] = FromFloat<T>(acc[i]);
+  for (int i = 0; i < kPerLane; ++i) partial[warp][lane * kPerLane + i] = acc[i];
+  __syncthreads();
+  T* out = static_cast<T*>(p.o) + CombineOutputOffset(p, row);
+  for (int c = threadIdx.x; c < kHeadDim; c += 32 * kCombineWarps) {
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kCombineWarps; ++w) total += partial[w][c];
+    out[c] = FromFloat<T>(total);
   }
-  if (p.lse != nullptr && lane == 0) p.lse[row] = lse;
+  if (p.lse != nullptr && threadIdx.x == 0) p.lse[row] = row_lse;
 }
 
 }  // namespace attn::fa2

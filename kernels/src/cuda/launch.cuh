@@ -107,9 +107,8 @@ cudaError_t LaunchFlashDecode(const FwdParams& params, cudaStream_t stream) {
   if constexpr (kSplit) {
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
-    const int64_t ctas = (params.lse_rows + kCombineRowsPerCta - 1) / kCombineRowsPerCta;
     FlashCombineKernel<ElementOf<kDType>, Config::kHeadDim>
-        <<<static_cast<unsigned>(ctas), 32 * kCombineRowsPerCta, 0, stream>>>(params);
+        <<<static_cast<unsigned>(params.lse_rows), 32 * kCombineWarps, 0, stream>>>(params);
   }
   return cudaGetLastError();
 }
