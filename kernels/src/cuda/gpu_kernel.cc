@@ -322,24 +322,18 @@ absl::StatusOr<KernelHandle> GpuKernel::Resolve(KernelInfo base, const DeviceInf
 
 // The split count the kernel chooses for `ctas` CTAs (before splitting) of
 // `key_blocks` key blocks each on a device running `slots` at once: none
-// when the CTAs nearly fill it; else the fewest splits whose last wave is
-// within 85 % of the best wave efficiency (FA2's num_splits_heuristic),
-// with at most 2 × slots CTAs in all (which bounds the workspace:
-// MaxWorkspaceBound relies on it) and at least one key block per split.
+// when the CTAs nearly fill it; else as many as one wave of the device's
+// resident CTAs holds (at most slots CTAs in all, which bounds the
+// workspace: MaxWorkspaceBound relies on it), at most kMaxSplits and one
+// key block per split. Decode is bound by memory latency, so the more CTAs
+// resident at once the more bytes in flight: on the H200 (bench/RESULTS.md,
+// thirteenth run) B=1, Sk=131072, GQA 32/8 ran 137.7 us with FA2's rule (the
+// fewest splits within 85 % of the best wave efficiency: 110) and 134.2
+// with 128; rows i and j get the same count from either rule.
 int HeuristicSplits(int64_t ctas, int key_blocks, int slots) {
   if (ctas <= 0 || key_blocks <= 1 || ctas * 5 >= slots * 4) return 1;
-  const int most = static_cast<int>(
-      std::min<int64_t>({kMaxSplits, key_blocks, std::max<int64_t>(1, 2 * slots / ctas)}));
-  auto efficiency = [&](int s) {
-    const double waves = static_cast<double>(ctas * s) / slots;
-    return waves / std::ceil(waves);
-  };
-  double best = 0.0;
-  for (int s = 1; s <= most; ++s) best = std::max(best, efficiency(s));
-  for (int s = 1; s <= most; ++s) {
-    if (efficiency(s) >= 0.85 * best) return s;
-  }
-  return 1;
+  return static_cast<int>(
+      std::min<int64_t>({kMaxSplits, key_blocks, std::max<int64_t>(1, slots / ctas)}));
 }
 
 GpuKernel::DecodePlan GpuKernel::PlanDecode(const OnDevice& bound, const AttentionProblem& pb,
@@ -374,7 +368,7 @@ int64_t GpuKernel::WorkspaceBound(const void* impl, const AttentionProblem& prob
   return SplitKvWorkspaceBytes(problem, plan.splits);
 }
 
-// The heuristic's splits × CTAs are at most 2 × slots, and each CTA holds
+// The heuristic's splits × CTAs are at most slots, and each CTA holds
 // block_m packed rows of (head_dim + 1) floats per split; forced counts
 // are the caller's (ValidateWorkspace asks for their size).
 int64_t GpuKernel::MaxWorkspaceBound(const void* impl) {
@@ -382,7 +376,7 @@ int64_t GpuKernel::MaxWorkspaceBound(const void* impl) {
   int64_t most = 0;
   for (size_t i = 0; i < bound.family->decode_tiles.size(); ++i) {
     const GpuDecodeTile& tile = bound.family->decode_tiles[i];
-    most = std::max(most, int64_t{2} * bound.decode_slots[i] * tile.block_m *
+    most = std::max(most, int64_t{bound.decode_slots[i]} * tile.block_m *
                               (tile.head_dim + 1) * int64_t{sizeof(float)});
   }
   return most;
