@@ -102,17 +102,17 @@ class CudaExecutor : public Executor {
       CUDA_RETURN_IF_ERROR(
           cudaMemsetAsync(slot_->device_input(input), 0, bytes, slot_->stream()), ordinal);
     }
+    auto zeroed = [&](const AttentionProblem& p) {
+      return AttentionArgs::Contiguous(p, dtype, slot_->device_input(Input::kQ),
+                                       slot_->device_input(Input::kK),
+                                       slot_->device_input(Input::kV), slot_->device_out());
+    };
     AttentionProblem decode = problem;
     decode.seqlen_q = 1;
-    std::vector<AttentionArgs> calls = {
-        AttentionArgs::Contiguous(problem, dtype, slot_->device_input(Input::kQ),
-                                  slot_->device_input(Input::kK), slot_->device_input(Input::kV),
-                                  slot_->device_out())};
+    std::vector<AttentionArgs> calls = {zeroed(problem)};
     if (ValidateProblem(decode, kernel.info()).ok() &&
         SplitKvWorkspaceBytes(decode, 2) <= slot_->sizes().workspace) {
-      AttentionArgs args = calls.front();
-      args.problem = decode;
-      args.q_strides = args.out_strides = ContiguousStrides(1, 1, head_dim);
+      AttentionArgs args = zeroed(decode);
       args.workspace = slot_->device_workspace();
       args.workspace_bytes = slot_->sizes().workspace;
       args.num_splits = 2;

@@ -131,10 +131,7 @@ absl::StatusOr<KernelCatalog> KernelCatalog::ForCudaDevices(
 
 absl::StatusOr<const KernelHandle*> KernelCatalog::OnDevice(const KernelHandle& kernel,
                                                            int ordinal) const {
-  const DeviceKernels* device = nullptr;
-  for (const DeviceKernels& d : devices_) {
-    if (d.ordinal == ordinal) device = &d;
-  }
+  const DeviceKernels* device = OfDevice(ordinal);
   if (device == nullptr) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "the kernel catalog resolved no kernel for device %d (ForCudaDevices)", ordinal));
@@ -152,14 +149,20 @@ absl::StatusOr<const KernelHandle*> KernelCatalog::OnDevice(const KernelHandle& 
   return &**bound;
 }
 
+const KernelCatalog::DeviceKernels* KernelCatalog::OfDevice(int ordinal) const {
+  for (const DeviceKernels& d : devices_) {
+    if (d.ordinal == ordinal) return &d;
+  }
+  return nullptr;
+}
+
 int64_t KernelCatalog::MaxWorkspaceBytes(int ordinal) const {
+  const DeviceKernels* device = OfDevice(ordinal);
+  if (device == nullptr) return 0;
   int64_t most = 0;
-  for (const DeviceKernels& device : devices_) {
-    if (device.ordinal != ordinal) continue;
-    for (const auto* list : {&device.kernels, &device.candidates}) {
-      for (const absl::StatusOr<KernelHandle>& bound : *list) {
-        if (bound.ok()) most = std::max(most, bound->MaxWorkspaceBytes());
-      }
+  for (const auto* list : {&device->kernels, &device->candidates}) {
+    for (const absl::StatusOr<KernelHandle>& bound : *list) {
+      if (bound.ok()) most = std::max(most, bound->MaxWorkspaceBytes());
     }
   }
   return most;

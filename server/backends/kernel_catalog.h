@@ -106,6 +106,8 @@ class KernelCatalog {
   };
 
   const KernelHandle* Find(absl::string_view name) const;
+  // The handles bound to device `ordinal`; null when none were made for it.
+  const DeviceKernels* OfDevice(int ordinal) const;
 
   Backend backend_ = Backend::kCpu;
   std::vector<KernelHandle> kernels_;     // listed

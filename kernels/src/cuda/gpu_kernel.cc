@@ -306,7 +306,8 @@ absl::StatusOr<KernelHandle> GpuKernel::Resolve(KernelInfo base, const DeviceInf
     absl::StatusOr<KernelInfo> info = Describe(std::move(base));
     if (!info.ok()) return info.status();
     return KernelHandle(*std::move(info),
-                        KernelHandle::Entry{&LaunchHere, &CheckHere, &WorkspaceHere, &MaxWorkspaceHere},
+                        KernelHandle::Entry{&LaunchHere, &CheckHere, &WorkspaceHere,
+                                            &MaxWorkspaceHere},
                         this);
   }
   if (!built()) return Describe(std::move(base)).status();
@@ -315,9 +316,9 @@ absl::StatusOr<KernelHandle> GpuKernel::Resolve(KernelInfo base, const DeviceInf
   if (*bound == nullptr) return NotOn(base, *device);
   // Described for its own device's family.
   return KernelHandle(DescribeFamily(std::move(base), *(*bound)->family),
-                      KernelHandle::Entry{&LaunchBound, &CheckBound, &WorkspaceBound, &MaxWorkspaceBound},
-                      *bound,
-                      device->ordinal);
+                      KernelHandle::Entry{&LaunchBound, &CheckBound, &WorkspaceBound,
+                                          &MaxWorkspaceBound},
+                      *bound, device->ordinal);
 }
 
 // The split count the kernel chooses for `ctas` CTAs (before splitting) of
@@ -382,22 +383,22 @@ int64_t GpuKernel::MaxWorkspaceBound(const void* impl) {
   return most;
 }
 
-int64_t GpuKernel::MaxWorkspaceHere(const void* impl) {
+const GpuKernel::OnDevice* GpuKernel::BoundHere(const void* impl) {
   const GpuKernel& kernel = *static_cast<const GpuKernel*>(impl);
   absl::StatusOr<DeviceInfo> device = CurrentCudaDevice();
-  if (!device.ok()) return 0;
+  if (!device.ok()) return nullptr;
   absl::StatusOr<const OnDevice*> bound = kernel.Bind(*device);
-  if (!bound.ok() || *bound == nullptr) return 0;
-  return MaxWorkspaceBound(*bound);
+  return bound.ok() ? *bound : nullptr;
+}
+
+int64_t GpuKernel::MaxWorkspaceHere(const void* impl) {
+  const OnDevice* bound = BoundHere(impl);
+  return bound == nullptr ? 0 : MaxWorkspaceBound(bound);
 }
 
 int64_t GpuKernel::WorkspaceHere(const void* impl, const AttentionProblem& problem) {
-  const GpuKernel& kernel = *static_cast<const GpuKernel*>(impl);
-  absl::StatusOr<DeviceInfo> device = CurrentCudaDevice();
-  if (!device.ok()) return 0;
-  absl::StatusOr<const OnDevice*> bound = kernel.Bind(*device);
-  if (!bound.ok() || *bound == nullptr) return 0;
-  return WorkspaceBound(*bound, problem);
+  const OnDevice* bound = BoundHere(impl);
+  return bound == nullptr ? 0 : WorkspaceBound(bound, problem);
 }
 
 absl::Status GpuKernel::LaunchBound(const void* impl, const KernelInfo& info,

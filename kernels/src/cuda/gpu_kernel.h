@@ -164,6 +164,9 @@ class GpuKernel {
   static int64_t WorkspaceHere(const void* impl, const AttentionProblem& problem);
   static int64_t MaxWorkspaceBound(const void* impl);
   static int64_t MaxWorkspaceHere(const void* impl);
+  // The kernel bound to the calling thread's current device; null when
+  // there is none or no family of it runs there.
+  static const OnDevice* BoundHere(const void* impl);
 
   const Family* BestFor(const DeviceInfo& device) const;
   static KernelInfo DescribeFamily(KernelInfo base, const Family& family);
