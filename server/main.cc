@@ -42,6 +42,19 @@ ABSL_FLAG(bool, allow_shared_memory, false,
           "attention.proto. Callers must be on a unix socket or loopback.");
 ABSL_FLAG(int, max_regions_per_lease, attn::server::ServerOptions{}.max_regions_per_lease,
           "Shared-memory regions one client lease may hold at once.");
+ABSL_FLAG(int64_t, kv_cache_bytes, attn::server::ServerOptions{}.kv_cache_bytes,
+          "Bytes of the KV-cache page pool of sessions (HoldSessions; the CPU backend's host "
+          "memory); 0 turns sessions off.");
+ABSL_FLAG(int64_t, kv_page_bytes, attn::server::ServerOptions{}.kv_page_bytes,
+          "Bytes of one KV-cache page (K and V halves of one layer of one session).");
+ABSL_FLAG(double, session_idle_timeout_s, attn::server::ServerOptions{}.session_idle_timeout_s,
+          "Close a session after this many seconds without a call on it; 0 = never.");
+ABSL_FLAG(int64_t, max_session_tokens, attn::server::ServerOptions{}.max_session_tokens,
+          "Largest SessionConfig.max_tokens.");
+ABSL_FLAG(int, max_steps_per_call, attn::server::ServerOptions{}.max_steps_per_call,
+          "Most sessions one AttendSessions call may step.");
+ABSL_FLAG(int, max_sessions_per_lease, attn::server::ServerOptions{}.max_sessions_per_lease,
+          "Most sessions one lease may hold.");
 ABSL_FLAG(std::string, port_file, "",
           "If set, write the bound port number and a newline to this file once the server "
           "reports SERVING.");
@@ -216,6 +229,12 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   options->listen_unix = absl::GetFlag(FLAGS_listen_unix);
   options->allow_shared_memory = absl::GetFlag(FLAGS_allow_shared_memory);
   options->max_regions_per_lease = absl::GetFlag(FLAGS_max_regions_per_lease);
+  options->kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_bytes);
+  options->kv_page_bytes = absl::GetFlag(FLAGS_kv_page_bytes);
+  options->session_idle_timeout_s = absl::GetFlag(FLAGS_session_idle_timeout_s);
+  options->max_session_tokens = absl::GetFlag(FLAGS_max_session_tokens);
+  options->max_steps_per_call = absl::GetFlag(FLAGS_max_steps_per_call);
+  options->max_sessions_per_lease = absl::GetFlag(FLAGS_max_sessions_per_lease);
   options->port_file = absl::GetFlag(FLAGS_port_file);
   options->backend = absl::GetFlag(FLAGS_backend);
   if (!ParseDevices(absl::GetFlag(FLAGS_devices), &options->devices, error)) return false;
@@ -281,6 +300,11 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
       {"--max_connections", options->max_connections, 0, INT32_MAX},
       {"--streams_per_device", options->streams_per_device, 1, 16},
       {"--max_regions_per_lease", options->max_regions_per_lease, 1, 1 << 16},
+      {"--kv_cache_bytes", options->kv_cache_bytes, 0, int64_t{1} << 44},
+      {"--kv_page_bytes", options->kv_page_bytes, 512, int64_t{64} << 20},
+      {"--max_session_tokens", options->max_session_tokens, 1, int64_t{1} << 30},
+      {"--max_steps_per_call", options->max_steps_per_call, 1, 65535},
+      {"--max_sessions_per_lease", options->max_sessions_per_lease, 1, 1 << 20},
       {"--cpu_threads", options->cpu_threads, 0, 1024},
       {"--copy_threads", options->copy_threads, 0, 64},
       {"--staging_chunk_bytes", options->staging_chunk_bytes, 0, int64_t{1} << 30},
@@ -303,6 +327,15 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
                std::to_string(r.min) + " and " + std::to_string(r.max);
       return false;
     }
+  }
+  if (options->kv_page_bytes % 256 != 0) {
+    *error = "--kv_page_bytes is " + std::to_string(options->kv_page_bytes) +
+             "; it must be a multiple of 256 (pages and their halves start 16-byte aligned)";
+    return false;
+  }
+  if (!(options->session_idle_timeout_s >= 0.0)) {
+    *error = "--session_idle_timeout_s must be >= 0 (0: sessions never expire)";
+    return false;
   }
   if (!(options->limits.max_peer_share > 0.0 && options->limits.max_peer_share <= 1.0)) {
     *error = "--max_peer_share is " + std::to_string(options->limits.max_peer_share) +

@@ -29,6 +29,19 @@ namespace attn::server {
 // A validated request: what to compute, before any tensor bytes are looked
 // at. Copyable; the kernel handle points into the server's KernelCatalog,
 // which outlives every request.
+// A session step's K/V cache (sessions/): the pool's pages (K rows in the
+// first half of each page, V in the second) and, per sequence, the tokens
+// cached before the call and its row of the block table. The spec's
+// problem is then paged, appending and varlen; q and the job's k, v hold
+// the new tokens.
+struct PagedCache {
+  char* pool = nullptr;  // page 0: host memory (CPU backend) or device memory
+  int64_t page_bytes = 0;
+  int device = -1;       // the CUDA ordinal of the pool; -1 on the host
+  std::vector<int32_t> cache_seqlens;  // [batch]
+  std::vector<int32_t> block_table;    // [batch, problem.max_pages_per_seq]
+};
+
 struct RequestSpec {
   std::string request_id;
   DType dtype = DType::kBFloat16;
@@ -38,12 +51,19 @@ struct RequestSpec {
   std::vector<int32_t> cu_seqlens_q, cu_seqlens_k;
   // The kernel, resolved once for this server's backend and problem.
   const KernelHandle* kernel = nullptr;
+  // Set for a session step (problem.kv_cache), else empty.
+  std::shared_ptr<const PagedCache> cache;
 
   const KernelInfo& kernel_info() const { return kernel->info(); }
-  // Bytes of Q (and of O), of K (and of V), and of the float32 LSE (0 unless
-  // problem.return_lse).
+  // Bytes of Q (and of O), of K (and of V) as the request carries them, and
+  // of the float32 LSE (0 unless problem.return_lse).
   int64_t QBytes() const { return problem.QBytes(dtype); }
-  int64_t KVBytes() const { return problem.KVBytes(dtype); }
+  // A session step carries its new tokens' k and v, not the cache.
+  int64_t KVBytes() const {
+    return problem.kv_cache ? problem.QTokens() * problem.heads_kv * problem.head_dim *
+                                  static_cast<int64_t>(DTypeSize(dtype))
+                            : problem.KVBytes(dtype);
+  }
   int64_t LseBytes() const { return problem.LseBytes(); }
   // Bytes in (q, k, v) and out (o, lse) of the request.
   int64_t InputBytes() const { return QBytes() + 2 * KVBytes(); }
@@ -56,12 +76,36 @@ struct RequestSpec {
   // The kernel's arguments for dense tensors at the given addresses, with
   // this spec's host copies of cu_seqlens (a GPU executor replaces them with
   // its device copies).
+  // A session step's k and v are its new tokens, appended into the cache's
+  // pool (at `pool`: the host's, or a GPU executor's device pointer), with
+  // the cache's host vectors (a GPU executor replaces them too).
   AttentionArgs Args(const void* q, const void* k, const void* v, void* out, float* lse) const {
+    if (problem.kv_cache && cache != nullptr) {
+      return StepArgs(cache->pool, q, k, v, out, lse, cu_seqlens_q.data(),
+                      cache->cache_seqlens.data(), cache->block_table.data());
+    }
     AttentionArgs args = AttentionArgs::Contiguous(problem, dtype, q, k, v, out, lse);
     if (problem.varlen) {
       args.cu_seqlens_q = cu_seqlens_q.data();
       args.cu_seqlens_k = cu_seqlens_k.data();
     }
+    return args;
+  }
+  AttentionArgs StepArgs(const char* pool, const void* q, const void* k_new, const void* v_new,
+                         void* out, float* lse, const int32_t* cu_q, const int32_t* cache_seqlens,
+                         const int32_t* block_table) const {
+    const int64_t half = cache->page_bytes / 2;
+    AttentionArgs args =
+        AttentionArgs::Contiguous(problem, dtype, q, pool, pool + half, out, lse);
+    // Pages a whole page apart, rows of heads_kv x head_dim.
+    args.k_strides = args.v_strides = {
+        cache->page_bytes / static_cast<int64_t>(DTypeSize(dtype)),
+        problem.heads_kv * problem.head_dim, problem.head_dim};
+    args.k_new = k_new;
+    args.v_new = v_new;
+    args.cu_seqlens_q = cu_q;
+    args.cache_seqlens = cache_seqlens;
+    args.block_table = block_table;
     return args;
   }
 };

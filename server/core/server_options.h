@@ -224,6 +224,18 @@ struct ServerOptions {
   // messages. Off by default; callers must be on this host.
   bool allow_shared_memory = false;
   int max_regions_per_lease = 64;
+  // KV-cache sessions (HoldSessions, sessions/): the page pool's bytes (0:
+  // sessions off), each page's bytes (K and V halves; a session's tokens per
+  // page are the largest power of two whose rows fit half of one: 32 at
+  // 8 KV heads x 128 bf16), the idle time after which a session is closed
+  // (0: never), and the bounds of one session and one step call. The CPU
+  // backend only for now (a host pool).
+  int64_t kv_cache_bytes = int64_t{256} << 20;
+  int64_t kv_page_bytes = int64_t{128} << 10;
+  double session_idle_timeout_s = 600;
+  int64_t max_session_tokens = int64_t{1} << 20;
+  int max_steps_per_call = 256;
+  int max_sessions_per_lease = 4096;
   // Prometheus metrics (server/METRICS.md): GET /metrics over plain HTTP on
   // metrics_address:metrics_port; 0 = no metrics endpoint. An empty
   // metrics_address means the host of `listen`.

@@ -17,6 +17,7 @@
 #include "frontend/region_service.h"
 #include "frontend/response_writer.h"
 #include "frontend/server_info.h"
+#include "frontend/session_service.h"
 #include "frontend/request_log.h"
 #include "core/status_util.h"
 #include "frontend/tensor_codec.h"
@@ -273,6 +274,69 @@ grpc::ServerUnaryReactor* AttentionService::ListRegions(grpc::CallbackServerCont
   Runtime* rt = runtime();
   if (rt == nullptr) return FinishNow(context, Starting());
   return attn::server::ListRegions(rt, context, request, response);
+}
+
+grpc::ServerWriteReactor<pb::HoldSessionsResponse>* AttentionService::HoldSessions(
+    grpc::CallbackServerContext* context, const pb::HoldSessionsRequest*) {
+  Runtime* rt = runtime();
+  if (rt == nullptr) {
+    class Refused final : public grpc::ServerWriteReactor<pb::HoldSessionsResponse> {
+     public:
+      Refused() { Finish(Starting()); }
+      void OnDone() override { delete this; }
+    };
+    return new Refused();
+  }
+  return attn::server::HoldSessions(rt, context);
+}
+
+grpc::ServerUnaryReactor* AttentionService::OpenSession(grpc::CallbackServerContext* context,
+                                                        const pb::OpenSessionRequest* request,
+                                                        pb::OpenSessionResponse* response) {
+  Runtime* rt = runtime();
+  if (rt == nullptr) return FinishNow(context, Starting());
+  return attn::server::OpenSession(rt, context, request, response);
+}
+
+grpc::ServerUnaryReactor* AttentionService::AttendSessions(
+    grpc::CallbackServerContext* context, const pb::AttendSessionsRequest* request,
+    pb::AttendSessionsResponse* response) {
+  Runtime* rt = runtime();
+  if (rt == nullptr) return FinishNow(context, Starting());
+  if (!calls_.Enter()) return FinishNow(context, Draining());
+  return attn::server::AttendSessions(rt, &calls_, context, request, response);
+}
+
+grpc::ServerUnaryReactor* AttentionService::TruncateSession(
+    grpc::CallbackServerContext* context, const pb::TruncateSessionRequest* request,
+    pb::TruncateSessionResponse* response) {
+  Runtime* rt = runtime();
+  if (rt == nullptr) return FinishNow(context, Starting());
+  return attn::server::TruncateSession(rt, context, request, response);
+}
+
+grpc::ServerUnaryReactor* AttentionService::ForkSession(grpc::CallbackServerContext* context,
+                                                        const pb::ForkSessionRequest* request,
+                                                        pb::ForkSessionResponse* response) {
+  Runtime* rt = runtime();
+  if (rt == nullptr) return FinishNow(context, Starting());
+  return attn::server::ForkSession(rt, context, request, response);
+}
+
+grpc::ServerUnaryReactor* AttentionService::CloseSession(grpc::CallbackServerContext* context,
+                                                         const pb::CloseSessionRequest* request,
+                                                         pb::CloseSessionResponse*) {
+  Runtime* rt = runtime();
+  if (rt == nullptr) return FinishNow(context, Starting());
+  return attn::server::CloseSession(rt, context, request);
+}
+
+grpc::ServerUnaryReactor* AttentionService::ListSessions(grpc::CallbackServerContext* context,
+                                                         const pb::ListSessionsRequest* request,
+                                                         pb::ListSessionsResponse* response) {
+  Runtime* rt = runtime();
+  if (rt == nullptr) return FinishNow(context, Starting());
+  return attn::server::ListSessions(rt, context, request, response);
 }
 
 grpc::ServerBidiReactor<pb::AttendStreamRequest, pb::AttendStreamResponse>*

@@ -60,6 +60,28 @@ class AttentionService final
   grpc::ServerUnaryReactor* ListRegions(grpc::CallbackServerContext* context,
                                         const attnserve::v1::ListRegionsRequest* request,
                                         attnserve::v1::ListRegionsResponse* response) override;
+  // KV-cache sessions (frontend/session_service.h).
+  grpc::ServerWriteReactor<attnserve::v1::HoldSessionsResponse>* HoldSessions(
+      grpc::CallbackServerContext* context,
+      const attnserve::v1::HoldSessionsRequest* request) override;
+  grpc::ServerUnaryReactor* OpenSession(grpc::CallbackServerContext* context,
+                                        const attnserve::v1::OpenSessionRequest* request,
+                                        attnserve::v1::OpenSessionResponse* response) override;
+  grpc::ServerUnaryReactor* AttendSessions(
+      grpc::CallbackServerContext* context, const attnserve::v1::AttendSessionsRequest* request,
+      attnserve::v1::AttendSessionsResponse* response) override;
+  grpc::ServerUnaryReactor* TruncateSession(
+      grpc::CallbackServerContext* context, const attnserve::v1::TruncateSessionRequest* request,
+      attnserve::v1::TruncateSessionResponse* response) override;
+  grpc::ServerUnaryReactor* ForkSession(grpc::CallbackServerContext* context,
+                                        const attnserve::v1::ForkSessionRequest* request,
+                                        attnserve::v1::ForkSessionResponse* response) override;
+  grpc::ServerUnaryReactor* CloseSession(grpc::CallbackServerContext* context,
+                                         const attnserve::v1::CloseSessionRequest* request,
+                                         attnserve::v1::CloseSessionResponse* response) override;
+  grpc::ServerUnaryReactor* ListSessions(grpc::CallbackServerContext* context,
+                                         const attnserve::v1::ListSessionsRequest* request,
+                                         attnserve::v1::ListSessionsResponse* response) override;
 
  private:
   Runtime* runtime() const { return runtime_.load(std::memory_order_acquire); }

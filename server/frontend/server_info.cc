@@ -48,6 +48,16 @@ void FillServerInfo(const Runtime& runtime, pb::ServerInfo* info) {
   shm->set_cuda_regions(runtime.regions() != nullptr && runtime.region_backend().cuda_regions());
   shm->set_max_regions_per_lease(options.max_regions_per_lease);
   shm->set_alignment_bytes(kRegionAlignment);
+  pb::SessionsInfo* sessions = info->mutable_sessions();
+  sessions->set_enabled(runtime.sessions() != nullptr);
+  if (runtime.sessions() != nullptr) {
+    sessions->set_page_bytes(options.kv_page_bytes);
+    sessions->set_pages_total(runtime.sessions()->pool().pages_total());
+    sessions->set_max_session_tokens(options.max_session_tokens);
+    sessions->set_max_steps_per_call(options.max_steps_per_call);
+    sessions->set_max_sessions_per_lease(options.max_sessions_per_lease);
+    sessions->set_idle_timeout_s(options.session_idle_timeout_s);
+  }
   info->set_default_kernel(runtime.catalog().default_kernel().info().name);
   info->add_dtypes(pb::DTYPE_FLOAT16);
   info->add_dtypes(pb::DTYPE_BFLOAT16);
@@ -121,6 +131,18 @@ void FillStats(const Runtime& runtime, pb::ServerStats* stats) {
   stats->set_regions(runtime.regions() != nullptr ? runtime.regions()->regions() : 0);
   stats->set_batched_launches(load.batched_launches);
   stats->set_batched_requests(load.batched_requests);
+  if (const SessionRegistry* sessions = runtime.sessions(); sessions != nullptr) {
+    const SessionRegistry::Counters c = sessions->counters();
+    stats->set_sessions(c.sessions);
+    stats->set_kv_pages_total(sessions->pool().pages_total());
+    stats->set_kv_pages_used(sessions->pool().pages_used());
+    stats->set_kv_tokens_cached(c.tokens_cached);
+    stats->set_session_steps(c.steps);
+    stats->set_session_tokens_appended(c.tokens_appended);
+    stats->set_session_forks(c.forks);
+    stats->set_sessions_expired(c.expired);
+    stats->set_rejected_pool_full(c.rejected_pool_full);
+  }
 }
 
 }  // namespace attn::server

@@ -1,6 +1,8 @@
 #include "runtime/runtime.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstring>
 #include <random>
 #include <utility>
 
@@ -11,7 +13,9 @@
 #include "backends/cuda_executor.h"
 #include "backends/fault_injecting_executor.h"
 #include "backends/heap_arena.h"
+#include "core/log.h"
 #include "core/status_util.h"
+#include "absl/time/clock.h"
 
 namespace attn::server {
 namespace {
@@ -59,7 +63,64 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const ServerOptions& op
   if (options.allow_shared_memory) {
     runtime->regions_ = std::make_unique<RegionRegistry>(options.max_regions_per_lease);
   }
+  runtime->StartSessions();
   return runtime;
+}
+
+void Runtime::StartSessions() {
+  const ServerOptions& o = options_;
+  if (o.kv_cache_bytes <= 0) {
+    sessions_off_reason_ = "KV-cache sessions are off on this server (--kv_cache_bytes=0)";
+    return;
+  }
+  if (catalog_->backend() != Backend::kCpu) {
+    sessions_off_reason_ =
+        "KV-cache sessions run on the CPU backend in this version; this server runs the " +
+        backend_name_ + " backend";
+    return;
+  }
+  const int64_t pages = std::min<int64_t>(o.kv_cache_bytes / o.kv_page_bytes, INT32_MAX);
+  if (pages < 1) {
+    sessions_off_reason_ = "KV-cache sessions are off: --kv_cache_bytes holds no page of "
+                           "--kv_page_bytes";
+    return;
+  }
+  // Untouched until sessions write it (the kernel maps pages as used).
+  session_memory_.reset(new char[static_cast<size_t>(pages * o.kv_page_bytes)]);
+  session_pool_ = PoolLayout{session_memory_.get(), pages, o.kv_page_bytes, -1};
+  SessionLimits limits;
+  limits.page_bytes = o.kv_page_bytes;
+  limits.max_session_tokens = o.max_session_tokens;
+  limits.max_steps_per_call = o.max_steps_per_call;
+  limits.max_sessions_per_lease = o.max_sessions_per_lease;
+  limits.idle_timeout = absl::Seconds(o.session_idle_timeout_s);
+  const PoolLayout pool = session_pool_;
+  sessions_ = std::make_unique<SessionRegistry>(
+      limits, std::make_unique<PagePool>(pages),
+      [pool](int32_t dst, int32_t src, int64_t bytes) {
+        for (int64_t half : {int64_t{0}, pool.page_bytes / 2}) {
+          std::memcpy(pool.base + dst * pool.page_bytes + half,
+                      pool.base + src * pool.page_bytes + half, static_cast<size_t>(bytes));
+        }
+        return absl::OkStatus();
+      });
+  if (limits.idle_timeout > absl::ZeroDuration()) {
+    expiry_thread_ = std::thread([this] {
+      absl::MutexLock lock(&expiry_mu_);
+      while (!expiry_mu_.AwaitWithTimeout(absl::Condition(&expiry_stop_), absl::Seconds(1))) {
+        const int64_t expired = sessions_->ExpireIdle(absl::Now());
+        if (expired > 0) LOGF(kInfo, "%d idle sessions closed (--session_idle_timeout_s)", expired);
+      }
+    });
+  }
+}
+
+Runtime::~Runtime() {
+  {
+    absl::MutexLock lock(&expiry_mu_);
+    expiry_stop_ = true;
+  }
+  if (expiry_thread_.joinable()) expiry_thread_.join();
 }
 
 std::string Runtime::NextRequestId() {

@@ -8,6 +8,7 @@
 #define ATTN_SERVER_RUNTIME_H_
 
 #include <atomic>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,8 @@
 #include "observability/stats.h"
 #include "regions/region_backend.h"
 #include "regions/region_registry.h"
+#include "sessions/session_registry.h"
+#include "sessions/step_args.h"
 
 namespace attn::server {
 
@@ -49,6 +52,13 @@ class Runtime {
   // Shared-memory regions; null unless --allow_shared_memory.
   RegionRegistry* regions() { return regions_.get(); }
   const RegionRegistry* regions() const { return regions_.get(); }
+  // KV-cache sessions; null when off (--kv_cache_bytes=0, or a backend
+  // without a session pool). `session_pool()` is where its pages are.
+  SessionRegistry* sessions() { return sessions_.get(); }
+  const SessionRegistry* sessions() const { return sessions_.get(); }
+  const PoolLayout& session_pool() const { return session_pool_; }
+  // Why sessions() is null, for the refusal.
+  const std::string& sessions_off_reason() const { return sessions_off_reason_; }
   // How this backend maps region memory (page-locking, CUDA IPC).
   RegionBackend& region_backend() { return *region_backend_; }
   const RegionBackend& region_backend() const { return *region_backend_; }
@@ -81,6 +91,8 @@ class Runtime {
 
  private:
   Runtime(const ServerOptions& options, std::shared_ptr<const KernelCatalog> catalog);
+  // The page pool and session registry, when this backend has them.
+  void StartSessions();
 
   const ServerOptions options_;
   const std::shared_ptr<const KernelCatalog> catalog_;  // never null
@@ -98,6 +110,18 @@ class Runtime {
   // Last, so regions are unmapped before the executors and devices go.
   std::unique_ptr<RegionBackend> region_backend_;
   std::unique_ptr<RegionRegistry> regions_;
+  // Sessions: the host pool's memory, then the registry over it, then the
+  // thread that expires idle sessions (stopped first).
+  std::unique_ptr<char[]> session_memory_;
+  PoolLayout session_pool_;
+  std::unique_ptr<SessionRegistry> sessions_;
+  std::string sessions_off_reason_;
+  absl::Mutex expiry_mu_;
+  bool expiry_stop_ ABSL_GUARDED_BY(expiry_mu_) = false;
+  std::thread expiry_thread_;
+
+ public:
+  ~Runtime();
 };
 
 }  // namespace attn::server

@@ -132,6 +132,9 @@ class SessionRegistry {
   // Closes every session of the lease and forgets it; returns how many.
   int64_t EndLease(const std::string& lease_id);
 
+  // OK when sessions of `g` fit this registry's limits, else
+  // INVALID_ARGUMENT naming the SessionConfig field (Open checks it too).
+  absl::Status CheckGeometry(const SessionGeometry& g) const;
   // INVALID_ARGUMENT naming the SessionConfig field, RESOURCE_EXHAUSTED for
   // a reservation the pool cannot take or a full lease.
   absl::StatusOr<SessionSnapshot> Open(const std::string& lease_id, const std::string& owner,
@@ -178,7 +181,6 @@ class SessionRegistry {
   absl::StatusOr<std::shared_ptr<Session>> FindSession(const Lease& lease,
                                                        const std::string& session_id,
                                                        const std::string& field) const;
-  absl::Status CheckGeometry(const SessionGeometry& g) const;
   SessionSnapshot Snapshot(const Session& session) const;
   void NotePoolFull(const absl::Status& status);
 

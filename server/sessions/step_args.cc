@@ -1,6 +1,8 @@
 #include "sessions/step_args.h"
 
 #include <algorithm>
+#include <memory>
+#include <utility>
 
 namespace attn::server {
 
@@ -31,25 +33,19 @@ AttentionProblem StepProblem(const StepPlan& plan, int64_t num_pages, bool retur
   return p;
 }
 
-AttentionArgs StepArgs(const StepPlan& plan, const PoolLayout& pool, bool return_lse,
-                       const void* q, const void* k_new, const void* v_new, void* out,
-                       float* lse, const int32_t* cu_seqlens_q, const int32_t* cache_seqlens,
-                       const int32_t* block_table) {
-  const AttentionProblem problem = StepProblem(plan, pool.num_pages, return_lse);
-  const int64_t half = pool.page_bytes / 2;
-  AttentionArgs args = AttentionArgs::Contiguous(problem, plan.geometry.dtype, q, pool.base,
-                                                 pool.base + half, out, lse);
-  // A page's K half and V half: rows of heads_kv x head_dim, pages a whole
-  // page apart.
-  const TensorStrides pages = {pool.page_bytes / static_cast<int64_t>(DTypeSize(plan.geometry.dtype)),
-                               problem.heads_kv * problem.head_dim, problem.head_dim};
-  args.k_strides = args.v_strides = pages;
-  args.k_new = k_new;
-  args.v_new = v_new;
-  args.cu_seqlens_q = cu_seqlens_q;
-  args.cache_seqlens = cache_seqlens;
-  args.block_table = block_table;
-  return args;
+RequestSpec StepSpec(const StepPlan& plan, const PoolLayout& pool, bool return_lse) {
+  RequestSpec spec;
+  spec.dtype = plan.geometry.dtype;
+  spec.problem = StepProblem(plan, pool.num_pages, return_lse);
+  spec.cu_seqlens_q = plan.cu_seqlens_q;
+  auto cache = std::make_shared<PagedCache>();
+  cache->pool = pool.base;
+  cache->page_bytes = pool.page_bytes;
+  cache->device = pool.device;
+  cache->cache_seqlens = plan.cache_seqlens;
+  cache->block_table = plan.block_table;
+  spec.cache = std::move(cache);
+  return spec;
 }
 
 }  // namespace attn::server

@@ -83,9 +83,8 @@ class Harness {
     FromFloat(k.data(), k.size(), g.dtype, kb.data());
     FromFloat(v.data(), v.size(), g.dtype, vb.data());
     std::vector<float> lse(n * g.heads_q);
-    const AttentionArgs args = StepArgs(*plan, pool_, true, qb.data(), kb.data(), vb.data(),
-                                        ob.data(), lse.data(), plan->cu_seqlens_q.data(),
-                                        plan->cache_seqlens.data(), plan->block_table.data());
+    const RequestSpec spec = StepSpec(*plan, pool_, true);
+    const AttentionArgs args = spec.Args(qb.data(), kb.data(), vb.data(), ob.data(), lse.data());
     const absl::StatusOr<KernelInfo> cpu = FindKernel(kCpuKernelName);
     absl::Status valid = ValidateArgs(args, *cpu);
     if (!valid.ok()) {

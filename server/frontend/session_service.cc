@@ -1,0 +1,340 @@
+#include "frontend/session_service.h"
+
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "attn/validate.h"
+#include "core/log.h"
+#include "core/status_util.h"
+#include "frontend/make_job.h"
+#include "frontend/peer_identity.h"
+#include "frontend/request_log.h"
+#include "frontend/tensor_codec.h"
+
+namespace attn::server {
+namespace {
+
+namespace pb = ::attnserve::v1;
+
+absl::Status MayUseSessions(const Runtime& runtime) {
+  if (runtime.sessions() == nullptr) {
+    return absl::FailedPreconditionError(runtime.sessions_off_reason());
+  }
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* Finished(grpc::CallbackServerContext* context,
+                                   const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+void SessionToProto(const SessionSnapshot& s, pb::SessionInfo* proto) {
+  proto->set_session_id(s.session_id);
+  pb::SessionConfig* c = proto->mutable_config();
+  const SessionGeometry& g = s.geometry;
+  c->set_dtype(ToProto(g.dtype));
+  c->set_num_layers(static_cast<int32_t>(g.num_layers));
+  c->set_num_heads(static_cast<int32_t>(g.heads_q));
+  c->set_kv_num_heads(static_cast<int32_t>(g.heads_kv));
+  c->set_head_dim(static_cast<int32_t>(g.head_dim));
+  if (g.softmax_scale > 0) c->set_softmax_scale(g.softmax_scale);
+  if (g.window_left >= 0) c->set_window_left(g.window_left);
+  c->set_max_tokens(g.max_tokens);
+  c->set_reserve(g.reserve);
+  for (int64_t t : s.layer_tokens) proto->add_layer_tokens(t);
+  proto->set_page_tokens(s.page_tokens);
+  proto->set_pages(s.pages);
+  proto->set_device(-1);
+  proto->set_busy(s.busy);
+}
+
+// The config as a geometry the default kernel can run, or INVALID_ARGUMENT
+// naming the field.
+absl::StatusOr<SessionGeometry> GeometryOf(const Runtime& runtime, const pb::SessionConfig& c) {
+  SessionGeometry g;
+  switch (c.dtype()) {
+    case pb::DTYPE_FLOAT16: g.dtype = DType::kFloat16; break;
+    case pb::DTYPE_BFLOAT16: g.dtype = DType::kBFloat16; break;
+    default:
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "config.dtype is %d; it must be DTYPE_FLOAT16 or DTYPE_BFLOAT16", c.dtype()));
+  }
+  g.num_layers = c.num_layers();
+  g.heads_q = c.num_heads();
+  g.heads_kv = c.kv_num_heads() == 0 ? c.num_heads() : c.kv_num_heads();
+  g.head_dim = c.head_dim();
+  if (c.has_softmax_scale()) {
+    if (!(std::isfinite(c.softmax_scale()) && c.softmax_scale() > 0)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "config.softmax_scale is %g; it must be finite and > 0", c.softmax_scale()));
+    }
+    g.softmax_scale = c.softmax_scale();
+  }
+  g.window_left = c.has_window_left() ? c.window_left() : -1;
+  g.max_tokens = c.max_tokens();
+  g.reserve = c.reserve();
+  // The default kernel must take a step of this geometry: check a one-token
+  // step over one page now, not at the first step.
+  const KernelInfo& kernel = runtime.catalog().default_kernel().info();
+  if (g.head_dim < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("config.head_dim is %d; it must be >= 1", g.head_dim));
+  }
+  if (absl::Status ok = runtime.sessions()->CheckGeometry(g); !ok.ok()) return ok;
+  StepPlan probe;
+  probe.geometry = g;
+  probe.page_tokens = std::max<int64_t>(1, PageTokens(runtime.session_pool().page_bytes,
+                                                      g.RowBytes()));
+  probe.max_pages_per_seq = 1;
+  probe.total_tokens = 1;
+  probe.cu_seqlens_q = {0, 1};
+  probe.cache_seqlens = {0};
+  const AttentionProblem problem = StepProblem(probe, 1, false);
+  if (absl::Status ok = ValidateProblem(problem, kernel); !ok.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config: the server's kernel cannot run this session: ", ok.message()));
+  }
+  return g;
+}
+
+// HoldSessions: one message with the lease id, then open until the client
+// goes; the lease's sessions end with the call.
+class SessionLeaseReactor final : public grpc::ServerWriteReactor<pb::HoldSessionsResponse> {
+ public:
+  SessionLeaseReactor(Runtime* runtime, const std::string& owner)
+      : registry_(runtime->sessions()), lease_id_(registry_->OpenLease(owner)) {
+    LOGF(kInfo, "session lease %s… opened by %s", lease_id_.substr(0, 8), owner);
+    response_.set_lease_id(lease_id_);
+    StartWrite(&response_);
+  }
+  void OnWriteDone(bool) override {}
+  void OnCancel() override {
+    EndLease("its call ended");
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "session lease ended"));
+  }
+  void OnDone() override {
+    EndLease("its call finished");
+    delete this;
+  }
+
+ private:
+  void EndLease(const char* why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ended_) return;
+    ended_ = true;
+    const int64_t closed = registry_->EndLease(lease_id_);
+    LOGF(kInfo, "session lease %s… ended (%s): %d sessions closed", lease_id_.substr(0, 8), why,
+         closed);
+  }
+
+  SessionRegistry* const registry_;
+  const std::string lease_id_;
+  pb::HoldSessionsResponse response_;
+  std::mutex mu_;
+  bool ended_ = false;
+};
+
+class RefusedLease final : public grpc::ServerWriteReactor<pb::HoldSessionsResponse> {
+ public:
+  explicit RefusedLease(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
+};
+
+// One AttendSessions call.
+class StepReactor final : public grpc::ServerUnaryReactor {
+ public:
+  StepReactor(Runtime* runtime, CallGate* gate, grpc::CallbackServerContext* context,
+              const pb::AttendSessionsRequest* request, pb::AttendSessionsResponse* response)
+      : runtime_(runtime),
+        gate_(gate),
+        context_(context),
+        request_(request),
+        response_(response),
+        arrival_(absl::Now()) {}
+  ~StepReactor() override {
+    if (plan_.has_value()) runtime_->sessions()->EndStep(*plan_, false);
+    ticket_.Release();
+    gate_->Leave();
+  }
+  void OnCancel() override { cancelled_.store(true, std::memory_order_release); }
+  void OnDone() override { delete this; }
+
+  void Start() {
+    request_id_ = request_->request_id().empty() || request_->request_id().size() > 128
+                      ? runtime_->NextRequestId()
+                      : request_->request_id();
+    if (absl::Status ok = MayUseSessions(*runtime_); !ok.ok()) return Fail(ok, nullptr);
+    std::vector<StepEntry> steps;
+    for (const pb::SessionStep& s : request_->steps()) steps.push_back({s.session_id(), s.tokens()});
+    absl::StatusOr<StepPlan> plan = runtime_->sessions()->BeginStep(
+        request_->lease_id(), PeerOf(*context_), request_->layer(), steps);
+    if (!plan.ok()) return Fail(plan.status(), nullptr);
+    plan_ = *std::move(plan);
+    RequestSpec spec = StepSpec(*plan_, runtime_->session_pool(), request_->return_lse());
+    spec.request_id = request_id_;
+    spec.kernel = &runtime_->catalog().default_kernel();
+    if (absl::Status ok = ValidateProblem(spec.problem, spec.kernel_info()); !ok.ok()) {
+      return Fail(ok, nullptr);
+    }
+    const std::pair<const char*, int64_t> sizes[] = {{"q", spec.QBytes()},
+                                                     {"k", spec.KVBytes()},
+                                                     {"v", spec.KVBytes()}};
+    const std::string* fields[] = {&request_->q(), &request_->k(), &request_->v()};
+    for (int i = 0; i < 3; ++i) {
+      if (static_cast<int64_t>(fields[i]->size()) != sizes[i].second) {
+        return Fail(absl::InvalidArgumentError(absl::StrFormat(
+                        "%s has %d bytes; the steps' %d new tokens need %d", sizes[i].first,
+                        fields[i]->size(), plan_->total_tokens, sizes[i].second)),
+                    nullptr);
+      }
+    }
+    std::unique_ptr<Job> job = MakeJob(
+        std::move(spec),
+        {TensorSource(request_->q()), TensorSource(request_->k()), TensorSource(request_->v()),
+         TensorDestination::Host(response_->mutable_out()),
+         TensorDestination::Host(response_->mutable_lse())},
+        arrival_, *context_, &cancelled_,
+        [this](std::unique_ptr<Job> done_job, absl::Status status) {
+          OnJobDone(std::move(done_job), std::move(status));
+        });
+    absl::StatusOr<AdmissionTicket> ticket = runtime_->admission().AdmitCall(
+        PeerOf(*context_), job->MessageInputBytes() + job->MessageOutputBytes(),
+        "AttendSessions", absl::StrCat("q, k, v and the outputs of ", job->spec.problem.ToString()));
+    if (!ticket.ok()) return Fail(ticket.status(), job.get());
+    ticket_ = *std::move(ticket);
+    job->times.decode_ns = ToNanos(absl::Now() - arrival_);
+    absl::Status submitted = runtime_->scheduler().Submit(job);
+    if (!submitted.ok()) Fail(submitted, job.get());
+  }
+
+ private:
+  void OnJobDone(std::unique_ptr<Job> job, absl::Status status) {
+    if (status.ok() && cancelled_.load(std::memory_order_acquire)) {
+      status = absl::CancelledError("the call was cancelled while its kernel ran");
+    }
+    // The kernel has written the cache: commit (or give back) before the
+    // client can send the next step.
+    runtime_->sessions()->EndStep(*plan_, status.ok());
+    if (!status.ok()) return Fail(status, job.get());
+    for (size_t i = 0; i < plan_->cache_seqlens.size(); ++i) {
+      response_->add_layer_tokens(plan_->cache_seqlens[i] + plan_->cu_seqlens_q[i + 1] -
+                                  plan_->cu_seqlens_q[i]);
+    }
+    plan_.reset();
+    job->times.total_ns = ToNanos(absl::Now() - arrival_);
+    response_->set_request_id(request_id_);
+    ToProto(job->times, response_->mutable_timing());
+    response_->set_kernel(job->spec.kernel_info().name);
+    response_->set_backend(std::string(runtime_->backend_name()));
+    response_->set_device(job->device);
+    RecordOutcome(*runtime_, {"AttendSessions", request_id_, &job->spec, absl::OkStatus(),
+                              FailureKind::kOther, job->times, job->device, job.get()});
+    Finish(grpc::Status::OK);
+  }
+
+  void Fail(const absl::Status& status, const Job* job) {
+    PhaseTimes times;
+    times.total_ns = ToNanos(absl::Now() - arrival_);
+    FailureKind kind = FailureKind::kOther;
+    absl::Status reported = status;
+    if (job != nullptr) {
+      reported = AttributeEnd(*runtime_, status, absl::FromChrono(context_->deadline()), &kind);
+    }
+    RecordOutcome(*runtime_, {"AttendSessions", request_id_, job != nullptr ? &job->spec : nullptr,
+                              reported, kind, times, "", job});
+    Finish(ToGrpcStatus(reported));
+  }
+
+  Runtime* const runtime_;
+  CallGate* const gate_;
+  grpc::CallbackServerContext* const context_;
+  const pb::AttendSessionsRequest* const request_;
+  pb::AttendSessionsResponse* const response_;
+  const absl::Time arrival_;
+  std::string request_id_;
+  std::optional<StepPlan> plan_;  // from BeginStep until EndStep
+  AdmissionTicket ticket_;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<pb::HoldSessionsResponse>* HoldSessions(
+    Runtime* runtime, grpc::CallbackServerContext* context) {
+  if (absl::Status ok = MayUseSessions(*runtime); !ok.ok()) return new RefusedLease(ok);
+  return new SessionLeaseReactor(runtime, PeerOf(*context));
+}
+
+grpc::ServerUnaryReactor* OpenSession(Runtime* runtime, grpc::CallbackServerContext* context,
+                                      const pb::OpenSessionRequest* request,
+                                      pb::OpenSessionResponse* response) {
+  if (absl::Status ok = MayUseSessions(*runtime); !ok.ok()) return Finished(context, ok);
+  absl::StatusOr<SessionGeometry> geometry = GeometryOf(*runtime, request->config());
+  if (!geometry.ok()) return Finished(context, geometry.status());
+  absl::StatusOr<SessionSnapshot> opened =
+      runtime->sessions()->Open(request->lease_id(), PeerOf(*context), *geometry);
+  if (!opened.ok()) return Finished(context, opened.status());
+  SessionToProto(*opened, response->mutable_session());
+  return Finished(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* AttendSessions(Runtime* runtime, CallGate* gate,
+                                         grpc::CallbackServerContext* context,
+                                         const pb::AttendSessionsRequest* request,
+                                         pb::AttendSessionsResponse* response) {
+  auto* reactor = new StepReactor(runtime, gate, context, request, response);
+  reactor->Start();
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* TruncateSession(Runtime* runtime, grpc::CallbackServerContext* context,
+                                          const pb::TruncateSessionRequest* request,
+                                          pb::TruncateSessionResponse* response) {
+  if (absl::Status ok = MayUseSessions(*runtime); !ok.ok()) return Finished(context, ok);
+  absl::StatusOr<SessionSnapshot> s = runtime->sessions()->Truncate(
+      request->lease_id(), PeerOf(*context), request->session_id(), request->tokens());
+  if (!s.ok()) return Finished(context, s.status());
+  SessionToProto(*s, response->mutable_session());
+  return Finished(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* ForkSession(Runtime* runtime, grpc::CallbackServerContext* context,
+                                      const pb::ForkSessionRequest* request,
+                                      pb::ForkSessionResponse* response) {
+  if (absl::Status ok = MayUseSessions(*runtime); !ok.ok()) return Finished(context, ok);
+  absl::StatusOr<SessionSnapshot> s =
+      runtime->sessions()->Fork(request->lease_id(), PeerOf(*context), request->session_id());
+  if (!s.ok()) return Finished(context, s.status());
+  SessionToProto(*s, response->mutable_session());
+  return Finished(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* CloseSession(Runtime* runtime, grpc::CallbackServerContext* context,
+                                       const pb::CloseSessionRequest* request) {
+  if (absl::Status ok = MayUseSessions(*runtime); !ok.ok()) return Finished(context, ok);
+  return Finished(context, runtime->sessions()->Close(request->lease_id(), PeerOf(*context),
+                                                      request->session_id()));
+}
+
+grpc::ServerUnaryReactor* ListSessions(Runtime* runtime, grpc::CallbackServerContext* context,
+                                       const pb::ListSessionsRequest* request,
+                                       pb::ListSessionsResponse* response) {
+  if (absl::Status ok = MayUseSessions(*runtime); !ok.ok()) return Finished(context, ok);
+  absl::StatusOr<std::vector<SessionSnapshot>> list =
+      runtime->sessions()->List(request->lease_id(), PeerOf(*context));
+  if (!list.ok()) return Finished(context, list.status());
+  for (const SessionSnapshot& s : *list) SessionToProto(s, response->add_sessions());
+  return Finished(context, absl::OkStatus());
+}
+
+}  // namespace attn::server
