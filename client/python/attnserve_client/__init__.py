@@ -25,6 +25,12 @@ Client.register_system_region registers; Client.register_cuda_tensor does
 the same for torch CUDA tensors (CUDA IPC); Client.attend then sends tensors
 in registered regions by reference and writes `out=` in place.
 
+KV-cache sessions (a server with --kv_cache_bytes > 0; needs grpcio):
+Client.open_session returns a Session, whose attend(layer, q, k, v) sends
+only the new tokens and appends their k/v to the server's cache;
+fork, truncate, close; Client.attend_sessions steps many sessions in one
+call.
+
 Errors are AttnServeError, a grpc.RpcError (when grpcio is installed) with
 code() and details();
 AttnServeTimeout (also a TimeoutError) for a missed deadline,
@@ -38,6 +44,7 @@ from .errors import AttnServeConnectionError, AttnServeError, AttnServeTimeout, 
 from .flash_attn import flash_attn_func, flash_attn_varlen_func, set_default_client
 from .reference import attention_reference, relative_l2_error, varlen_attention_reference
 from .regions import Region, TensorRef
+from .sessions import Session, StepResult
 from .shared_memory import SystemSharedMemory
 from .tensors import BF16, FP16, bf16_bits_to_float, float_to_bf16_bits
 
@@ -49,7 +56,9 @@ __all__ = [
     "Client",
     "FP16",
     "Region",
+    "Session",
     "StatusCode",
+    "StepResult",
     "SystemSharedMemory",
     "TensorRef",
     "Timing",

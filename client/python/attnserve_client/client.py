@@ -34,11 +34,12 @@ ConnectionError, after `connect_timeout` seconds.
 """
 
 import dataclasses
+import threading
 import time
 
 import numpy as np
 
-from . import cuda_ipc, health, native, regions, tensors, torch_tensors
+from . import cuda_ipc, health, native, regions, sessions, tensors, torch_tensors
 from .attend_call import make_call
 from .shared_memory import SystemSharedMemory
 from .errors import AttnServeConnectionError, AttnServeError, AttnServeTimeout  # noqa: F401
@@ -189,6 +190,9 @@ class Client:
         self.transport = self._impl.name
         self.stream_threshold_bytes = self._impl.stream_threshold_bytes
         self._regions = regions.RegionTable()
+        self._settings = settings
+        self._sessions = None  # sessions.SessionChannel, opened by the first open_session
+        self._sessions_lock = threading.Lock()
 
     @property
     def info(self):
@@ -196,8 +200,15 @@ class Client:
         return self._impl.info
 
     def close(self):
-        """Closes the connection; the server unregisters this client's regions."""
+        """Closes the connection; the server unregisters this client's regions
+        and closes its sessions."""
         self._regions.clear()
+        with self._sessions_lock:
+            channel, self._sessions = self._sessions, None
+        if channel is not None:
+            channel.close()
+            if channel.own_transport:
+                channel.transport.close()
         self._impl.close()
 
     def __enter__(self):
@@ -296,6 +307,59 @@ class Client:
     def list_regions(self):
         """The server's RegionInfo messages of this client's regions."""
         return self._impl.list_regions()
+
+    # --- KV-cache sessions (sessions.py) ------------------------------------
+    #
+    # Sessions belong to this client's session lease (attention.proto's
+    # HoldSessions), opened by the first open_session and ended by close(),
+    # when the server closes them all. The lease and the session calls go
+    # over one grpcio channel (this client's, or with the native transport a
+    # channel of their own with the same settings): grpcio is needed.
+
+    def _session_channel(self):
+        with self._sessions_lock:
+            if self._sessions is None:
+                from .grpc_transport import GrpcTransport
+
+                own = not isinstance(self._impl, GrpcTransport)
+                transport = GrpcTransport(self.address, **dict(
+                    self._settings, fetch_server_info=False,
+                    stream_threshold_bytes=self.stream_threshold_bytes)) if own else self._impl
+                self._sessions = sessions.SessionChannel(transport, own_transport=own)
+            return self._sessions
+
+    def open_session(self, *, num_layers, num_heads, head_dim, max_tokens, kv_num_heads=0,
+                     dtype="bf16", softmax_scale=None, window_left=None, reserve=False,
+                     timeout=None):
+        """A new KV-cache session on the server: one sequence's K/V over
+        num_layers layers of num_heads query heads over kv_num_heads K/V heads
+        (0: num_heads) of head_dim, holding at most max_tokens tokens per layer.
+
+        softmax_scale: None = 1/sqrt(head_dim). window_left: a sliding window
+        (a new token at position p sees cached positions >= p - window_left);
+        None = the whole cache. reserve: take every page max_tokens needs now,
+        so no step finds the pool full (default: pages as tokens arrive).
+        Returns a sessions.Session (attend, fork, truncate, close; a context
+        manager). AttnServeError RESOURCE_EXHAUSTED when the pool is full,
+        FAILED_PRECONDITION when the server serves no sessions.
+        """
+        return sessions.open_session(
+            self._session_channel(), num_layers=num_layers, num_heads=num_heads,
+            head_dim=head_dim, max_tokens=max_tokens, kv_num_heads=kv_num_heads, dtype=dtype,
+            softmax_scale=softmax_scale, window_left=window_left, reserve=reserve,
+            timeout=timeout)
+
+    def attend_sessions(self, layer, steps, *, return_lse=False, timeout=None, request_id=""):
+        """One step of many sessions in one call (one launch on the server):
+        steps = [(session, q, k, v), ...] as Session.attend takes them, distinct
+        sessions of one geometry. Returns a sessions.StepResult."""
+        return sessions.attend_sessions(self._session_channel(), layer, steps,
+                                        return_lse=return_lse, timeout=timeout,
+                                        request_id=request_id)
+
+    def list_sessions(self, timeout=None):
+        """The server's SessionInfo messages of this client's sessions."""
+        return sessions.list_sessions(self._session_channel(), timeout)
 
     # --- attention ---------------------------------------------------------
 

@@ -76,12 +76,14 @@ def _wait_for_ready(channel, connect_timeout):
 
 
 class _Lease:
-    """The client's side of HoldRegions: one call, kept open, whose first
-    message is the lease id; the server unregisters the lease's regions when
-    it ends (cancel(), the channel closing, this process exiting)."""
+    """The client's side of HoldRegions (or HoldSessions, `rpc`): one call,
+    kept open, whose first message is the lease id; the server ends what the
+    lease holds (regions, sessions) when it ends (cancel(), the channel
+    closing, this process exiting)."""
 
-    def __init__(self, stub, metadata, timeout, address):
-        self._call = stub.HoldRegions(pb.HoldRegionsRequest(), metadata=metadata)  # no deadline
+    def __init__(self, stub, metadata, timeout, address, rpc="HoldRegions"):
+        request = getattr(pb, rpc + "Request")()
+        self._call = getattr(stub, rpc)(request, metadata=metadata)  # no deadline
         first = {}
 
         def read_first():
@@ -98,13 +100,13 @@ class _Lease:
         if reader.is_alive():
             self._call.cancel()
             reader.join()
-            raise rpc_error("HoldRegions", address, grpc.StatusCode.DEADLINE_EXCEEDED,
+            raise rpc_error(rpc, address, grpc.StatusCode.DEADLINE_EXCEEDED,
                             f"no lease id within {timeout:g} s")
         if "error" in first:
-            raise rpc_error("HoldRegions", address, first["error"].code(),
+            raise rpc_error(rpc, address, first["error"].code(),
                             first["error"].details()) from None
         if "message" not in first:
-            raise AttnServeError("HoldRegions", address, grpc.StatusCode.INTERNAL,
+            raise AttnServeError(rpc, address, grpc.StatusCode.INTERNAL,
                                  "the call ended without a lease id")
         self.id = first["message"].lease_id
 
@@ -212,6 +214,15 @@ class GrpcTransport:
             if self._lease is None or not self._lease.alive:
                 self._lease = _Lease(self._stub, self._metadata, self.timeout, self.address)
             return self._lease.id
+
+    def hold(self, rpc):
+        """A new lease of `rpc` (HoldSessions: sessions.SessionChannel keeps it)."""
+        return _Lease(self._stub, self._metadata, self.timeout, self.address, rpc)
+
+    def unary(self, rpc, request, timeout=None):
+        """The unary call `rpc` of the Attention service (the session calls)."""
+        return self._call(rpc, getattr(self._stub, rpc), request,
+                          timeout=self.timeout if timeout is None else timeout)
 
     def register_system_region(self, name, shm_name, offset, byte_size):
         """The server's id of the new system region."""
