@@ -125,30 +125,36 @@ absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::FindSession(
   return it->second;
 }
 
+namespace {
+// INVALID_ARGUMENT with a checked format (absl::FormatSpec keeps the format
+// a compile-time constant, which a forwarding lambda would lose).
+template <typename... Args>
+absl::Status InvalidGeometry(const absl::FormatSpec<Args...>& format, const Args&... args) {
+  return absl::InvalidArgumentError(absl::StrFormat(format, args...));
+}
+}  // namespace
+
 absl::Status SessionRegistry::CheckGeometry(const SessionGeometry& g) const {
-  auto invalid = [](auto&&... args) {
-    return absl::InvalidArgumentError(absl::StrFormat(args...));
-  };
   if (g.num_layers < 1 || g.num_layers > 4096) {
-    return invalid("config.num_layers is %d; it must be in [1, 4096]", g.num_layers);
+    return InvalidGeometry("config.num_layers is %d; it must be in [1, 4096]", g.num_layers);
   }
   if (g.heads_q < 1 || g.heads_q > 1024) {
-    return invalid("config.num_heads is %d; it must be in [1, 1024]", g.heads_q);
+    return InvalidGeometry("config.num_heads is %d; it must be in [1, 1024]", g.heads_q);
   }
   if (g.heads_kv < 1 || g.heads_q % g.heads_kv != 0) {
-    return invalid("config.kv_num_heads is %d; it must divide num_heads (%d)", g.heads_kv,
+    return InvalidGeometry("config.kv_num_heads is %d; it must divide num_heads (%d)", g.heads_kv,
                    g.heads_q);
   }
   if (g.max_tokens < 1 || g.max_tokens > limits_.max_session_tokens) {
-    return invalid("config.max_tokens is %d; it must be in [1, %d] (--max_session_tokens)",
+    return InvalidGeometry("config.max_tokens is %d; it must be in [1, %d] (--max_session_tokens)",
                    g.max_tokens, limits_.max_session_tokens);
   }
   if (g.window_left < -1) {
-    return invalid("config.window_left is %d; it must be >= 0, or -1 for the whole cache",
+    return InvalidGeometry("config.window_left is %d; it must be >= 0, or -1 for the whole cache",
                    g.window_left);
   }
   if (PageTokens(limits_.page_bytes, g.RowBytes()) < 1) {
-    return invalid(
+    return InvalidGeometry(
         "config.kv_num_heads x head_dim is %d elements (%d bytes a token); a page "
         "(--kv_page_bytes=%d) holds K and V halves of at least one token",
         g.heads_kv * g.head_dim, g.RowBytes(), limits_.page_bytes);
