@@ -131,18 +131,15 @@ void FillStats(const Runtime& runtime, pb::ServerStats* stats) {
   stats->set_regions(runtime.regions() != nullptr ? runtime.regions()->regions() : 0);
   stats->set_batched_launches(load.batched_launches);
   stats->set_batched_requests(load.batched_requests);
-  if (const SessionRegistry* sessions = runtime.sessions(); sessions != nullptr) {
-    const SessionRegistry::Counters c = sessions->counters();
-    stats->set_sessions(c.sessions);
-    stats->set_kv_pages_total(sessions->pool().pages_total());
-    stats->set_kv_pages_used(sessions->pool().pages_used());
-    stats->set_kv_tokens_cached(c.tokens_cached);
-    stats->set_session_steps(c.steps);
-    stats->set_session_tokens_appended(c.tokens_appended);
-    stats->set_session_forks(c.forks);
-    stats->set_sessions_expired(c.expired);
-    stats->set_rejected_pool_full(c.rejected_pool_full);
-  }
+  stats->set_sessions(load.sessions);
+  stats->set_kv_pages_total(load.kv_pages_total);
+  stats->set_kv_pages_used(load.kv_pages_used);
+  stats->set_kv_tokens_cached(load.kv_tokens_cached);
+  stats->set_session_steps(load.session_steps);
+  stats->set_session_tokens_appended(load.session_tokens_appended);
+  stats->set_session_forks(load.session_forks);
+  stats->set_sessions_expired(load.sessions_expired);
+  stats->set_rejected_pool_full(load.rejected_pool_full);
 }
 
 }  // namespace attn::server

@@ -42,6 +42,21 @@ struct LoadSnapshot {
   int64_t pinned_heap_used_bytes = 0;
   int64_t pinned_heap_overflows = 0;
 
+  // KV-cache sessions (sessions/session_registry.h), all 0 when they are
+  // off: sessions open, the pool's pages and those held or reserved, tokens
+  // cached (over sessions and layers); counters since start: successful
+  // step calls, tokens they appended, forks, sessions closed by the idle
+  // timeout, and calls refused because the pool was full.
+  int64_t sessions = 0;
+  int64_t kv_pages_total = 0;
+  int64_t kv_pages_used = 0;
+  int64_t kv_tokens_cached = 0;
+  int64_t session_steps = 0;
+  int64_t session_tokens_appended = 0;
+  int64_t session_forks = 0;
+  int64_t sessions_expired = 0;
+  int64_t rejected_pool_full = 0;
+
   // Filled by the server, not Runtime::Load (all 0 on a unix: listener).
   ConnectionCounts connections;
 

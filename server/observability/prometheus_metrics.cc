@@ -76,6 +76,14 @@ constexpr FieldMetric<LoadSnapshot> kLoadGauges[] = {
      &LoadSnapshot::pinned_heap_bytes},
     {"attn_pinned_heap_used_bytes", "Bytes the pinned heap's arena holds now.",
      &LoadSnapshot::pinned_heap_used_bytes},
+    {"attn_kv_sessions", "KV-cache sessions open now (0 when sessions are off).",
+     &LoadSnapshot::sessions},
+    {"attn_kv_cache_pages", "Pages of the KV-cache pool (--kv_cache_bytes / --kv_page_bytes).",
+     &LoadSnapshot::kv_pages_total},
+    {"attn_kv_cache_pages_used", "KV-cache pages sessions hold or have reserved now.",
+     &LoadSnapshot::kv_pages_used},
+    {"attn_kv_cache_tokens", "Tokens cached now, summed over sessions and layers.",
+     &LoadSnapshot::kv_tokens_cached},
 };
 
 MetricFamily Gauge(const std::string& name, const std::string& help, double value) {
@@ -113,7 +121,8 @@ void AddConnectionMetrics(const ConnectionCounts& c, std::vector<MetricFamily>* 
 }
 
 // Counters read from the load snapshot: request batching (--batch_delay_us),
-// kept by the scheduler, and the pinned heap's overflows.
+// kept by the scheduler, the pinned heap's overflows, and the KV-cache
+// sessions' (the session registry's).
 void AddLoadCounters(const LoadSnapshot& load, std::vector<MetricFamily>* families) {
   for (const auto& [name, help, value] :
        {std::tuple<const char*, const char*, int64_t>{
@@ -125,7 +134,19 @@ void AddLoadCounters(const LoadSnapshot& load, std::vector<MetricFamily>* famili
         {"attn_pinned_heap_overflows_total",
          "Allocations of 64 KiB and more the pinned heap had no room for (glibc's instead: "
          "request tensors in them are staged).",
-         load.pinned_heap_overflows}}) {
+         load.pinned_heap_overflows},
+        {"attn_session_steps_total", "AttendSessions calls answered OK.", load.session_steps},
+        {"attn_session_tokens_appended_total",
+         "Tokens appended to KV-cache sessions by AttendSessions calls answered OK.",
+         load.session_tokens_appended},
+        {"attn_session_forks_total", "Sessions opened by ForkSession.", load.session_forks},
+        {"attn_sessions_expired_total",
+         "Sessions closed because they were idle for --session_idle_timeout_s.",
+         load.sessions_expired},
+        {"attn_session_pool_full_total",
+         "OpenSession, ForkSession and AttendSessions calls refused (RESOURCE_EXHAUSTED) because "
+         "the KV-cache pool had too few free pages.",
+         load.rejected_pool_full}}) {
     MetricFamily family{name, help, MetricType::Counter, {}};
     ClientMetric metric;
     metric.counter.value = static_cast<double>(value);

@@ -163,6 +163,18 @@ LoadSnapshot Runtime::Load() const {
   snapshot.pinned_heap_bytes = heap.arena_bytes;
   snapshot.pinned_heap_used_bytes = heap.used_bytes;
   snapshot.pinned_heap_overflows = heap.overflows;
+  if (sessions_ != nullptr) {
+    const SessionRegistry::Counters c = sessions_->counters();
+    snapshot.sessions = c.sessions;
+    snapshot.kv_pages_total = sessions_->pool().pages_total();
+    snapshot.kv_pages_used = sessions_->pool().pages_used();
+    snapshot.kv_tokens_cached = c.tokens_cached;
+    snapshot.session_steps = c.steps;
+    snapshot.session_tokens_appended = c.tokens_appended;
+    snapshot.session_forks = c.forks;
+    snapshot.sessions_expired = c.expired;
+    snapshot.rejected_pool_full = c.rejected_pool_full;
+  }
   const std::vector<bool> health = scheduler_->worker_health();
   const auto& executors = scheduler_->executors();
   for (size_t i = 0; i < executors.size(); ++i) {

@@ -141,6 +141,15 @@ TEST(PrometheusMetricsTest, GaugesComeFromTheLoadSourceAtEachCollection) {
   load.admitted_bytes = 1500;
   load.admitted_limit_bytes = 8000;
   load.workers = {{"cpu (2 threads)", true}, {"cpu (2 threads)", false}};
+  load.sessions = 7;
+  load.kv_pages_total = 2048;
+  load.kv_pages_used = 300;
+  load.kv_tokens_cached = 9000;
+  load.session_steps = 41;
+  load.session_tokens_appended = 1234;
+  load.session_forks = 2;
+  load.sessions_expired = 1;
+  load.rejected_pool_full = 5;
   metrics.SetLoadSource([&load]() { return load; });
   std::string text = metrics.Text();
   SCOPED_TRACE(text);
@@ -150,6 +159,15 @@ TEST(PrometheusMetricsTest, GaugesComeFromTheLoadSourceAtEachCollection) {
   EXPECT_EQ(SampleValue(text, "attn_stream_buffer_limit_bytes"), 4000);
   EXPECT_EQ(SampleValue(text, "attn_admitted_bytes"), 1500);
   EXPECT_EQ(SampleValue(text, "attn_admitted_limit_bytes"), 8000);
+  EXPECT_EQ(SampleValue(text, "attn_kv_sessions"), 7);
+  EXPECT_EQ(SampleValue(text, "attn_kv_cache_pages"), 2048);
+  EXPECT_EQ(SampleValue(text, "attn_kv_cache_pages_used"), 300);
+  EXPECT_EQ(SampleValue(text, "attn_kv_cache_tokens"), 9000);
+  EXPECT_EQ(SampleValue(text, "attn_session_steps_total"), 41);
+  EXPECT_EQ(SampleValue(text, "attn_session_tokens_appended_total"), 1234);
+  EXPECT_EQ(SampleValue(text, "attn_session_forks_total"), 2);
+  EXPECT_EQ(SampleValue(text, "attn_sessions_expired_total"), 1);
+  EXPECT_EQ(SampleValue(text, "attn_session_pool_full_total"), 5);
   EXPECT_EQ(SampleValue(text, R"m(attn_worker_healthy{executor="cpu (2 threads)",worker="0"})m"),
             1);
   EXPECT_EQ(SampleValue(text, R"m(attn_worker_healthy{executor="cpu (2 threads)",worker="1"})m"),
