@@ -3,20 +3,17 @@
 // float64 attention over the session's history, fork and truncate, the
 // lease's end freeing every page, and the refusals (sessions off, pool
 // full, wrong sizes, another caller's lease).
-#include <cmath>
-#include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "attn/dtype.h"
 #include "attnserve/v1/attention.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "server_process.h"
+#include "session_model.h"
 
 namespace attn::server {
 namespace {
@@ -51,24 +48,6 @@ class Lease {
   std::string id_;
 };
 
-// A session's tokens so far, per layer (float values of bf16 elements).
-struct History {
-  int64_t hq = 0, hkv = 0, d = 0;
-  std::vector<std::vector<float>> k, v;
-};
-
-float Bf16(float x) { return Bf16BitsToFloat(FloatToBf16Bits(x)); }
-
-std::string Pack(const std::vector<float>& values) {
-  std::string bytes(values.size() * 2, '\0');
-  for (size_t i = 0; i < values.size(); ++i) {
-    const uint16_t bits = FloatToBf16Bits(values[i]);
-    bytes[2 * i] = static_cast<char>(bits & 0xFF);
-    bytes[2 * i + 1] = static_cast<char>(bits >> 8);
-  }
-  return bytes;
-}
-
 class SessionE2eTest : public ::testing::Test {
  protected:
   void StartServer(std::vector<std::string> flags) {
@@ -98,9 +77,7 @@ class SessionE2eTest : public ::testing::Test {
     grpc::Status status = stub_->OpenSession(&context, request, &response);
     if (status.ok()) {
       *id = response.session().session_id();
-      History& h = histories_[*id];
-      h = History{hq, hkv, d, std::vector<std::vector<float>>(layers),
-                  std::vector<std::vector<float>>(layers)};
+      model_.Add(*id, {layers, hq, hkv, d});
     }
     return status;
   }
@@ -109,72 +86,12 @@ class SessionE2eTest : public ::testing::Test {
   // float64. Returns the call's status (and the worst error in *worst).
   grpc::Status Step(const std::string& lease, int64_t layer,
                     const std::vector<std::pair<std::string, int64_t>>& steps, double* worst) {
-    const History& first = histories_[steps.front().first];
-    int64_t n = 0;
-    for (const auto& s : steps) n += s.second;
-    std::vector<float> q(n * first.hq * first.d), k(n * first.hkv * first.d), v(k.size());
-    for (std::vector<float>* t : {&q, &k, &v}) {
-      for (float& x : *t) x = Bf16(dist_(rng_));
-    }
-    pb::AttendSessionsRequest request;
+    pb::AttendSessionsRequest request = model_.NewStep(layer, steps);
     request.set_lease_id(lease);
-    request.set_layer(static_cast<int32_t>(layer));
-    for (const auto& s : steps) {
-      pb::SessionStep* step = request.add_steps();
-      step->set_session_id(s.first);
-      step->set_tokens(s.second);
-    }
-    request.set_q(Pack(q));
-    request.set_k(Pack(k));
-    request.set_v(Pack(v));
-    request.set_return_lse(true);
     pb::AttendSessionsResponse response;
     grpc::ClientContext context;
     grpc::Status status = stub_->AttendSessions(&context, request, &response);
-    if (!status.ok()) return status;
-    *worst = 0;
-    int64_t begin = 0;
-    const int64_t rk = first.hkv * first.d;
-    for (size_t i = 0; i < steps.size(); ++i) {
-      History& h = histories_[steps[i].first];
-      const int64_t count = steps[i].second;
-      std::vector<float>& hk = h.k[layer];
-      std::vector<float>& hv = h.v[layer];
-      const int64_t cached = static_cast<int64_t>(hk.size()) / rk;
-      hk.insert(hk.end(), k.begin() + begin * rk, k.begin() + (begin + count) * rk);
-      hv.insert(hv.end(), v.begin() + begin * rk, v.begin() + (begin + count) * rk);
-      EXPECT_EQ(response.layer_tokens(static_cast<int>(i)), cached + count);
-      for (int64_t t = 0; t < count; ++t) {
-        for (int64_t head = 0; head < h.hq; ++head) {
-          const int64_t kh = head / (h.hq / h.hkv);
-          const float* qr = &q[((begin + t) * h.hq + head) * h.d];
-          std::vector<double> s;
-          double mx = -1e300;
-          for (int64_t j = 0; j <= cached + t; ++j) {
-            double dot = 0;
-            for (int64_t e = 0; e < h.d; ++e) dot += double(qr[e]) * hk[(j * h.hkv + kh) * h.d + e];
-            s.push_back(dot / std::sqrt(double(h.d)));
-            mx = std::max(mx, s.back());
-          }
-          double sum = 0;
-          for (double& x : s) sum += (x = std::exp(x - mx));
-          for (int64_t e = 0; e < h.d; ++e) {
-            double o = 0;
-            for (size_t j = 0; j < s.size(); ++j) o += s[j] * hv[(j * h.hkv + kh) * h.d + e];
-            const size_t at = static_cast<size_t>(((begin + t) * h.hq + head) * h.d + e) * 2;
-            const uint16_t bits = static_cast<uint16_t>(
-                static_cast<uint8_t>(response.out()[at]) |
-                (static_cast<uint8_t>(response.out()[at + 1]) << 8));
-            const double got = Bf16BitsToFloat(bits);
-            *worst = std::max(*worst, std::isfinite(got) ? std::abs(got - o / sum) : 1e9);
-          }
-          float lse = 0;
-          std::memcpy(&lse, response.lse().data() + 4 * (head * n + begin + t), 4);
-          *worst = std::max(*worst, std::abs(lse - (mx + std::log(sum))) / 8);
-        }
-      }
-      begin += count;
-    }
+    if (status.ok()) *worst = model_.Check(request, response);
     return status;
   }
 
@@ -187,9 +104,7 @@ class SessionE2eTest : public ::testing::Test {
 
   std::unique_ptr<ServerProcess> server_;
   std::unique_ptr<pb::Attention::Stub> stub_;
-  std::map<std::string, History> histories_;
-  std::mt19937 rng_{42};
-  std::uniform_real_distribution<float> dist_{-1.0f, 1.0f};
+  attn::testing::SessionModel model_;
 };
 
 constexpr double kTolerance = 2e-2;
@@ -224,7 +139,7 @@ TEST_F(SessionE2eTest, PrefillDecodeForkTruncateAgainstFloat64) {
   grpc::ClientContext fork_context;
   ASSERT_TRUE(stub_->ForkSession(&fork_context, fork, &forked).ok());
   const std::string c = forked.session().session_id();
-  histories_[c] = histories_[a];
+  model_.Fork(a, c);
   EXPECT_EQ(forked.session().layer_tokens(0), 74);
   for (int64_t layer = 0; layer < 2; ++layer) {
     ASSERT_TRUE(Step(lease.id(), layer, {{c, 3}, {a, 1}}, &worst).ok());
@@ -238,12 +153,7 @@ TEST_F(SessionE2eTest, PrefillDecodeForkTruncateAgainstFloat64) {
   grpc::ClientContext cut_context;
   ASSERT_TRUE(stub_->TruncateSession(&cut_context, cut, &cut_response).ok());
   EXPECT_EQ(cut_response.session().layer_tokens(1), 75);
-  for (History* h : {&histories_[c]}) {
-    for (int64_t layer = 0; layer < 2; ++layer) {
-      h->k[layer].resize(h->k[layer].size() - 2 * 2 * 64);
-      h->v[layer].resize(h->v[layer].size() - 2 * 2 * 64);
-    }
-  }
+  model_.Truncate(c, 2);
   for (int64_t layer = 0; layer < 2; ++layer) {
     ASSERT_TRUE(Step(lease.id(), layer, {{c, 1}, {a, 1}, {b, 1}}, &worst).ok());
     EXPECT_LT(worst, kTolerance);
@@ -282,10 +192,6 @@ TEST_F(SessionE2eTest, RefusalsNameTheFieldAndHarmNoOne) {
   grpc::Status full = Step(lease.id(), 0, {{a, 1}, {b, 150}}, &worst);
   EXPECT_EQ(full.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(full.error_message().find("pages"), std::string::npos) << full.error_message();
-  histories_[a].k[0].resize(100 * 2 * 64);  // the refused call appended nothing
-  histories_[a].v[0].resize(100 * 2 * 64);
-  histories_[b].k[0].clear();
-  histories_[b].v[0].clear();
   ASSERT_TRUE(Step(lease.id(), 0, {{a, 1}}, &worst).ok());
   EXPECT_LT(worst, kTolerance);
   EXPECT_EQ(Stats().rejected_pool_full(), 1);

@@ -1,0 +1,65 @@
+// SessionModel: the client's picture of KV-cache sessions for end-to-end
+// tests (server and client suites): each session's bf16 K/V per layer, the
+// step requests with fresh random tokens, and the check of a step's
+// response against float64 attention over the session's whole history
+// (causal bottom-right, GQA, the default scale).
+//
+//   SessionModel model;
+//   model.Add(id, {layers, heads_q, heads_kv, head_dim});
+//   pb::AttendSessionsRequest request = model.NewStep(layer, {{id, 5}});
+//   ... send it (lease_id set by the caller) ...
+//   double worst = model.Check(request, response);  // appends k/v on success
+#ifndef ATTN_TESTS_SUPPORT_SESSION_MODEL_H_
+#define ATTN_TESTS_SUPPORT_SESSION_MODEL_H_
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attnserve/v1/attention.pb.h"
+
+namespace attn::testing {
+
+class SessionModel {
+ public:
+  struct Geometry {
+    int64_t layers = 1, hq = 1, hkv = 1, d = 64;
+  };
+
+  explicit SessionModel(uint32_t seed = 42) : rng_(seed) {}
+
+  void Add(const std::string& id, const Geometry& g);
+  // A fork: `child` starts with `parent`'s history.
+  void Fork(const std::string& parent, const std::string& child);
+  // Drops the last `tokens` tokens of every layer.
+  void Truncate(const std::string& id, int64_t tokens);
+  int64_t Tokens(const std::string& id, int64_t layer) const;
+
+  // A step of `layer` for (session id, new tokens) pairs, with random bf16
+  // q, k, v and return_lse set; lease_id is the caller's to set.
+  attnserve::v1::AttendSessionsRequest NewStep(
+      int64_t layer, const std::vector<std::pair<std::string, int64_t>>& steps);
+
+  // Appends the request's k/v to the histories and returns the worst
+  // absolute error of `response`'s outputs (and LSE / 8) against float64
+  // attention; a non-finite output counts as 1e9. Also checks
+  // layer_tokens (a mismatch counts as 1e9).
+  double Check(const attnserve::v1::AttendSessionsRequest& request,
+               const attnserve::v1::AttendSessionsResponse& response);
+
+ private:
+  struct History {
+    Geometry g;
+    std::vector<std::vector<float>> k, v;  // per layer: [tokens, hkv, d]
+  };
+  std::map<std::string, History> histories_;
+  std::mt19937 rng_;
+  std::uniform_real_distribution<float> dist_{-1.0f, 1.0f};
+};
+
+}  // namespace attn::testing
+
+#endif  // ATTN_TESTS_SUPPORT_SESSION_MODEL_H_
