@@ -17,7 +17,7 @@
 #include "health_codec.h"
 #include "grpcpp/client_context.h"
 #include "monotonic_clock.h"
-#include "region_lease.h"
+#include "lease.h"
 #include "server_limits.h"
 #include "status_util.h"
 #include "stream_call.h"
@@ -206,9 +206,11 @@ AttentionClient::~AttentionClient() {
     mu_.Await(absl::Condition(
         +[](int64_t* in_flight) { return *in_flight == 0; }, &calls_in_flight_));
   }
-  // Ends the lease: the server unregisters this client's regions.
+  // Ends the leases: the server unregisters this client's regions and
+  // closes its sessions.
   absl::MutexLock lock(&lease_mu_);
-  lease_.reset();
+  region_lease_.reset();
+  session_lease_.reset();
 }
 
 void AttentionClient::PrepareContext(grpc::ClientContext* context,
@@ -663,26 +665,29 @@ absl::StatusOr<pb::ServerStats> AttentionClient::GetStats() {
   return response;
 }
 
-absl::StatusOr<std::string> AttentionClient::LeaseId() {
+absl::StatusOr<std::string> AttentionClient::LeaseId(internal::LeaseKind kind) {
   absl::MutexLock lock(&lease_mu_);
-  if (lease_ == nullptr || !lease_->alive()) {
-    lease_.reset();
+  std::unique_ptr<internal::Lease>& lease =
+      kind == internal::LeaseKind::kRegions ? region_lease_ : session_lease_;
+  if (lease == nullptr || !lease->alive()) {
+    lease.reset();
     auto context = std::make_unique<grpc::ClientContext>();
     // No deadline: the lease lasts as long as this client.
     for (const auto& [key, value] : options_.metadata) context->AddMetadata(key, value);
-    absl::StatusOr<std::unique_ptr<internal::RegionLease>> lease = internal::RegionLease::Open(
-        connections_.front()->stub.get(), std::move(context), options_.rpc_timeout);
-    if (!lease.ok()) {
-      return absl::Status(lease.status().code(), absl::StrCat("HoldRegions to ", options_.address,
-                                                              ": ", lease.status().message()));
+    absl::StatusOr<std::unique_ptr<internal::Lease>> opened = internal::Lease::Open(
+        kind, connections_.front()->stub.get(), std::move(context), options_.rpc_timeout);
+    if (!opened.ok()) {
+      return absl::Status(opened.status().code(),
+                          absl::StrCat(internal::LeaseRpc(kind), " to ", options_.address, ": ",
+                                       opened.status().message()));
     }
-    lease_ = *std::move(lease);
+    lease = *std::move(opened);
   }
-  return lease_->id();
+  return lease->id();
 }
 
 absl::StatusOr<pb::RegionInfo> AttentionClient::Register(pb::RegisterRegionRequest request) {
-  absl::StatusOr<std::string> lease = LeaseId();
+  absl::StatusOr<std::string> lease = LeaseId(internal::LeaseKind::kRegions);
   if (!lease.ok()) return lease.status();
   request.set_lease_id(*lease);
   grpc::ClientContext context;
@@ -722,7 +727,7 @@ absl::StatusOr<pb::RegionInfo> AttentionClient::RegisterCudaRegion(const std::st
 }
 
 absl::Status AttentionClient::UnregisterRegion(const std::string& name) {
-  absl::StatusOr<std::string> lease = LeaseId();
+  absl::StatusOr<std::string> lease = LeaseId(internal::LeaseKind::kRegions);
   if (!lease.ok()) return lease.status();
   pb::UnregisterRegionRequest request;
   request.set_lease_id(*lease);
@@ -737,7 +742,7 @@ absl::Status AttentionClient::UnregisterRegion(const std::string& name) {
 }
 
 absl::StatusOr<std::vector<pb::RegionInfo>> AttentionClient::ListRegions() {
-  absl::StatusOr<std::string> lease = LeaseId();
+  absl::StatusOr<std::string> lease = LeaseId(internal::LeaseKind::kRegions);
   if (!lease.ok()) return lease.status();
   pb::ListRegionsRequest request;
   request.set_lease_id(*lease);
@@ -748,6 +753,74 @@ absl::StatusOr<std::vector<pb::RegionInfo>> AttentionClient::ListRegions() {
       connections_.front()->stub->ListRegions(&context, request, &response);
   if (!status.ok()) return CallError(status, "ListRegions");
   return std::vector<pb::RegionInfo>(response.regions().begin(), response.regions().end());
+}
+
+template <typename Request, typename Response>
+absl::StatusOr<Response> AttentionClient::SessionCall(const char* rpc,
+                                                      SessionMethod<Request, Response> method,
+                                                      Request request, absl::Duration timeout) {
+  absl::StatusOr<std::string> lease = LeaseId(internal::LeaseKind::kSessions);
+  if (!lease.ok()) return lease.status();
+  request.set_lease_id(*lease);
+  grpc::ClientContext context;
+  PrepareContext(&context, timeout);
+  Response response;
+  const grpc::Status status =
+      (connections_.front()->stub.get()->*method)(&context, request, &response);
+  if (!status.ok()) return CallError(status, rpc);
+  return response;
+}
+
+absl::StatusOr<pb::SessionInfo> AttentionClient::OpenSession(const pb::SessionConfig& config) {
+  pb::OpenSessionRequest request;
+  *request.mutable_config() = config;
+  absl::StatusOr<pb::OpenSessionResponse> response = SessionCall(
+      "OpenSession", &pb::Attention::Stub::OpenSession, std::move(request), absl::ZeroDuration());
+  if (!response.ok()) return response.status();
+  return response->session();
+}
+
+absl::StatusOr<pb::AttendSessionsResponse> AttentionClient::AttendSessions(
+    pb::AttendSessionsRequest request, absl::Duration timeout) {
+  return SessionCall("AttendSessions", &pb::Attention::Stub::AttendSessions, std::move(request),
+                     timeout);
+}
+
+absl::StatusOr<pb::SessionInfo> AttentionClient::TruncateSession(const std::string& session_id,
+                                                                int64_t tokens) {
+  pb::TruncateSessionRequest request;
+  request.set_session_id(session_id);
+  request.set_tokens(tokens);
+  absl::StatusOr<pb::TruncateSessionResponse> response =
+      SessionCall("TruncateSession", &pb::Attention::Stub::TruncateSession, std::move(request),
+                  absl::ZeroDuration());
+  if (!response.ok()) return response.status();
+  return response->session();
+}
+
+absl::StatusOr<pb::SessionInfo> AttentionClient::ForkSession(const std::string& session_id) {
+  pb::ForkSessionRequest request;
+  request.set_session_id(session_id);
+  absl::StatusOr<pb::ForkSessionResponse> response = SessionCall(
+      "ForkSession", &pb::Attention::Stub::ForkSession, std::move(request), absl::ZeroDuration());
+  if (!response.ok()) return response.status();
+  return response->session();
+}
+
+absl::Status AttentionClient::CloseSession(const std::string& session_id) {
+  pb::CloseSessionRequest request;
+  request.set_session_id(session_id);
+  return SessionCall("CloseSession", &pb::Attention::Stub::CloseSession, std::move(request),
+                     absl::ZeroDuration())
+      .status();
+}
+
+absl::StatusOr<std::vector<pb::SessionInfo>> AttentionClient::ListSessions() {
+  absl::StatusOr<pb::ListSessionsResponse> response =
+      SessionCall("ListSessions", &pb::Attention::Stub::ListSessions, pb::ListSessionsRequest(),
+                  absl::ZeroDuration());
+  if (!response.ok()) return response.status();
+  return std::vector<pb::SessionInfo>(response->sessions().begin(), response->sessions().end());
 }
 
 absl::StatusOr<HealthStatus> AttentionClient::CheckHealth(const std::string& service) {

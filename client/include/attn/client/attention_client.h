@@ -56,7 +56,8 @@
 
 namespace attn {
 namespace internal {
-class RegionLease;
+class Lease;
+enum class LeaseKind;
 }  // namespace internal
 
 // grpc.health.v1 serving status of a service.
@@ -136,6 +137,31 @@ class AttentionClient {
   // Waits until no request uses the region (at most ClientOptions::rpc_timeout).
   absl::Status UnregisterRegion(const std::string& name);
   absl::StatusOr<std::vector<attnserve::v1::RegionInfo>> ListRegions();
+
+  // KV-cache sessions (the server runs with --kv_cache_bytes > 0): one
+  // sequence's K/V cache across a model's layers, kept by the server, so a
+  // step sends only its new tokens. Sessions belong to this client's session
+  // lease, opened by the first session call (a HoldSessions call on the
+  // first connection, which every session call then uses: the server lets
+  // only the lease's holder name its sessions) and ended by the destructor,
+  // which makes the server close them all; they also end if that connection
+  // drops (later calls get NOT_FOUND: re-prefill).
+  absl::StatusOr<attnserve::v1::SessionInfo> OpenSession(
+      const attnserve::v1::SessionConfig& config);
+  // One layer's step for the sessions request.steps names (lease_id is set
+  // here): appends each step's k/v to its session's cache and attends
+  // causally over the whole cache. Calls on one session are the caller's to
+  // order (a session in a call refuses others: FAILED_PRECONDITION).
+  // timeout: zero = ClientOptions::rpc_timeout.
+  absl::StatusOr<attnserve::v1::AttendSessionsResponse> AttendSessions(
+      attnserve::v1::AttendSessionsRequest request, absl::Duration timeout = absl::ZeroDuration());
+  // Drops the last `tokens` tokens of every layer (rejected speculative tokens).
+  absl::StatusOr<attnserve::v1::SessionInfo> TruncateSession(const std::string& session_id,
+                                                             int64_t tokens);
+  // A new session sharing the parent's cached tokens (pages copy-on-write).
+  absl::StatusOr<attnserve::v1::SessionInfo> ForkSession(const std::string& session_id);
+  absl::Status CloseSession(const std::string& session_id);
+  absl::StatusOr<std::vector<attnserve::v1::SessionInfo>> ListSessions();
 
   // grpc.health.v1 Check of `service` ("" = the server as a whole). A status
   // other than OK means the check itself failed (unreachable server,
@@ -223,9 +249,16 @@ class AttentionClient {
   // as ReserveCalls counts them (so a caller's next call, made once the
   // last one returned, sees its connection idle).
   void CallAnswered();
-  // The open lease, opened now if there is none (or the last one ended).
-  absl::StatusOr<std::string> LeaseId();
+  // The open lease of `kind`, opened now if there is none (or the last one ended).
+  absl::StatusOr<std::string> LeaseId(internal::LeaseKind kind);
   absl::StatusOr<attnserve::v1::RegionInfo> Register(attnserve::v1::RegisterRegionRequest request);
+  // A unary session call on the session lease's connection, lease_id set.
+  template <typename Request, typename Response>
+  using SessionMethod = grpc::Status (attnserve::v1::Attention::Stub::*)(grpc::ClientContext*,
+                                                                         const Request&, Response*);
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> SessionCall(const char* rpc, SessionMethod<Request, Response> method,
+                                       Request request, absl::Duration timeout);
 
   const ClientOptions options_;
   const std::vector<std::unique_ptr<Connection>> connections_;  // never empty
@@ -237,7 +270,8 @@ class AttentionClient {
   int64_t calls_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t calls_unanswered_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Mutex lease_mu_;
-  std::unique_ptr<internal::RegionLease> lease_ ABSL_GUARDED_BY(lease_mu_);
+  std::unique_ptr<internal::Lease> region_lease_ ABSL_GUARDED_BY(lease_mu_);
+  std::unique_ptr<internal::Lease> session_lease_ ABSL_GUARDED_BY(lease_mu_);
 };
 
 }  // namespace attn
