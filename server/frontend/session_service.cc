@@ -243,6 +243,10 @@ class StepReactor final : public grpc::ServerUnaryReactor {
   }
 
   void Fail(const absl::Status& status, const Job* job) {
+    // Give the step's pages back and its sessions free before answering: the
+    // client's next call on them may arrive as soon as it has the answer
+    // (EndStep is idempotent; the destructor's would be too late).
+    if (plan_.has_value()) runtime_->sessions()->EndStep(*plan_, false);
     PhaseTimes times;
     times.total_ns = ToNanos(absl::Now() - arrival_);
     FailureKind kind = FailureKind::kOther;
