@@ -6,6 +6,8 @@
 //                    [--cu_seqlens_q=0,... --cu_seqlens_k=0,...]
 //                    [--out=o.npy] [--check] [--repeat=N] [--kernel=NAME]
 //                    [--shared_memory=system]
+//   attn_cli session [--session_shape=L,H,Hkv,D] [--sessions=N] [--prompt=P]
+//                    [--chunk=C] [--generate=G] [--check]
 //   attn_cli kernels [--json]
 //   attn_cli info    [--json]
 //   attn_cli stats   [--json]
@@ -30,6 +32,7 @@
 #include "exit_codes.h"
 #include "problem_flags.h"
 #include "query_commands.h"
+#include "session_command.h"
 
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(60), "Deadline of each call.");
 
@@ -49,7 +52,7 @@ ABSL_FLAG(std::string, q, "",
 ABSL_FLAG(std::string, k, "", "attend: K as .npy [B,Skv,Hkv,D]; varlen: [total_k,Hkv,D].");
 ABSL_FLAG(std::string, v, "", "attend: V as .npy, K's shape.");
 ABSL_FLAG(std::string, out, "", "attend: write the output here as .npy.");
-ABSL_FLAG(int64_t, seed, -1, "attend: seed of the random inputs; -1 = a fresh one.");
+ABSL_FLAG(int64_t, seed, -1, "attend, session: seed of the random inputs; -1 = a fresh one.");
 ABSL_FLAG(std::string, kernel, "", "attend: kernel to run (see `kernels`); empty = default.");
 ABSL_FLAG(double, scale, 0.0, "attend: softmax scale; 0 = 1/sqrt(head_dim).");
 ABSL_FLAG(std::string, transport, "auto", "attend: auto, unary or stream.");
@@ -59,9 +62,18 @@ ABSL_FLAG(std::string, shared_memory, "none",
           "with the server and send them by reference (a server on this host started with "
           "--allow_shared_memory).");
 ABSL_FLAG(bool, check, false,
-          "attend: compare with a float64 reference computed here; exit 3 above --tolerance.");
+          "attend, session: compare with a float64 reference computed here; exit 3 above "
+          "--tolerance.");
 ABSL_FLAG(double, tolerance, attn::cli::kDefaultTolerance,
-          "attend --check: largest accepted relative L2 error.");
+          "attend --check: largest accepted relative L2 error; session --check: largest accepted "
+          "absolute error of an output element.");
+ABSL_FLAG(std::string, session_shape, "2,8,2,64",
+          "session: L,H,Hkv,D (layers, query heads, key/value heads, head_dim) of each bf16 "
+          "session.");
+ABSL_FLAG(int64_t, sessions, 2, "session: sessions stepped together (one call per layer).");
+ABSL_FLAG(int64_t, prompt, 100, "session: tokens prefilled per session.");
+ABSL_FLAG(int64_t, chunk, 64, "session: prefill chunk (tokens per session per call).");
+ABSL_FLAG(int64_t, generate, 16, "session: decode steps, one token per session each.");
 ABSL_FLAG(int64_t, check_rows, 256,
           "attend --check: query rows compared per (batch, head), evenly spaced; 0 = all "
           "(the float64 reference costs O(S^2 D) per head when complete).");
@@ -75,12 +87,13 @@ constexpr char kUsage[] =
     "usage: attn_cli <command> [flags]\n\n"
     "commands:\n"
     "  attend   run attention on random or .npy inputs; prints the timing breakdown\n"
+    "  session  prefill and decode KV-cache sessions on the server (sends new tokens only)\n"
     "  kernels  list the server's kernels\n"
     "  info     server version, backend, devices and limits\n"
     "  stats    server counters and average phase times\n"
     "  health   grpc.health.v1 check; exit 0 only when SERVING\n\n"
     "exit status: 0 ok, 1 failure (unreachable server, RPC error, NOT_SERVING), 2 usage,\n"
-    "3 attend --check above tolerance.\n\n"
+    "3 attend/session --check above tolerance.\n\n"
     "examples:\n"
     "  attn_cli attend --address=gpu-node:50051 --shape=1,4096,16,128 --check\n"
     "  attn_cli attend --q=q.npy --k=k.npy --v=v.npy --out=o.npy\n"
@@ -89,6 +102,7 @@ constexpr char kUsage[] =
     "--window=128,0\n"
     "  attn_cli attend --address=unix:///run/attn.sock --shape=1,4096,16,128 "
     "--shared_memory=system\n"
+    "  attn_cli session --session_shape=4,32,8,128 --prompt=512 --generate=32 --check\n"
     "  attn_cli health --address=localhost:50051";
 
 absl::StatusOr<attn::ClientOptions> ClientOptionsFromFlags() {
@@ -158,6 +172,43 @@ bool AttendOptionsFromFlags(attn::cli::AttendCommandOptions* options) {
   return true;
 }
 
+// Fills `options` from the session flags; false (after printing why) when a
+// value is malformed.
+bool SessionOptionsFromFlags(attn::cli::SessionCommandOptions* options) {
+  std::vector<int64_t> shape;
+  for (absl::string_view part : absl::StrSplit(absl::GetFlag(FLAGS_session_shape), ',')) {
+    int64_t value = 0;
+    if (!absl::SimpleAtoi(part, &value) || value < 1) {
+      shape.clear();
+      break;
+    }
+    shape.push_back(value);
+  }
+  if (shape.size() != 4) {
+    std::cerr << "session: --session_shape must be L,H,Hkv,D (four positive integers), got '"
+              << absl::GetFlag(FLAGS_session_shape) << "'\n";
+    return false;
+  }
+  options->layers = shape[0];
+  options->heads = shape[1];
+  options->kv_heads = shape[2];
+  options->head_dim = shape[3];
+  options->sessions = absl::GetFlag(FLAGS_sessions);
+  options->prompt = absl::GetFlag(FLAGS_prompt);
+  options->chunk = absl::GetFlag(FLAGS_chunk);
+  options->generate = absl::GetFlag(FLAGS_generate);
+  if (options->sessions < 1 || options->prompt < 0 || options->chunk < 1 ||
+      options->generate < 0 || options->prompt + options->generate < 1) {
+    std::cerr << "session: --sessions and --chunk must be >= 1, --prompt and --generate >= 0 "
+                 "and not both 0\n";
+    return false;
+  }
+  options->check = absl::GetFlag(FLAGS_check);
+  options->tolerance = absl::GetFlag(FLAGS_tolerance);
+  if (absl::GetFlag(FLAGS_seed) >= 0) options->seed = absl::GetFlag(FLAGS_seed);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -170,13 +221,15 @@ int main(int argc, char** argv) {
     return attn::cli::kExitUsage;
   }
   const std::string command = args[1];
-  if (command != "attend" && command != "kernels" && command != "info" && command != "stats" &&
-      command != "health") {
+  if (command != "attend" && command != "session" && command != "kernels" && command != "info" &&
+      command != "stats" && command != "health") {
     std::cerr << "attn_cli: unknown command '" << command << "'\n\n" << kUsage << "\n";
     return attn::cli::kExitUsage;
   }
   attn::cli::AttendCommandOptions attend;
   if (command == "attend" && !AttendOptionsFromFlags(&attend)) return attn::cli::kExitUsage;
+  attn::cli::SessionCommandOptions session;
+  if (command == "session" && !SessionOptionsFromFlags(&session)) return attn::cli::kExitUsage;
 
   absl::StatusOr<attn::ClientOptions> flag_options = ClientOptionsFromFlags();
   if (!flag_options.ok()) {
@@ -196,6 +249,7 @@ int main(int argc, char** argv) {
 
   const bool json = absl::GetFlag(FLAGS_json);
   if (command == "attend") return attn::cli::RunAttend(**client, attend, std::cout, std::cerr);
+  if (command == "session") return attn::cli::RunSession(**client, session, std::cout, std::cerr);
   if (command == "kernels") return attn::cli::RunKernels(**client, json, std::cout, std::cerr);
   if (command == "info") return attn::cli::RunInfo(**client, json, std::cout, std::cerr);
   if (command == "stats") return attn::cli::RunStats(**client, json, std::cout, std::cerr);

@@ -3,10 +3,14 @@
 // call, prefill and decode of two sessions in one call each step checked
 // against float64, fork and truncate, the client's end closing every
 // session on the server, and refusals keeping their status and field.
+#include <sys/wait.h>
+
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "attn/client/attention_client.h"
 #include "gtest/gtest.h"
@@ -18,7 +22,7 @@ namespace {
 
 namespace pb = ::attnserve::v1;
 using ::attn::testing::ServerProcess;
-using ::attn::testing::SessionModel;
+using ::attn::tools::SessionModel;
 
 constexpr double kTolerance = 2e-2;
 
@@ -150,6 +154,21 @@ TEST_F(ClientSessionsTest, RefusalsKeepTheirStatusAndField) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("kv_num_heads"), std::string::npos)
       << refused.status();
+}
+
+TEST_F(ClientSessionsTest, CliSessionDecodesAndChecks) {
+  const std::string cli = absl::StrCat(ATTN_CLI_BINARY, " session --address=", server_->address(),
+                                       " --session_shape=2,4,2,64 --prompt=40 --chunk=16 "
+                                       "--generate=3 --check >/dev/null");
+  int status = std::system(cli.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << cli;
+  // An impossible tolerance is a failed check (exit 3), not a pass.
+  status = std::system(absl::StrCat(cli, " --tolerance=0").c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+  // The command closed its sessions.
+  EXPECT_EQ(client_->GetStats()->sessions(), 0);
 }
 
 }  // namespace

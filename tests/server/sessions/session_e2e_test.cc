@@ -104,7 +104,7 @@ class SessionE2eTest : public ::testing::Test {
 
   std::unique_ptr<ServerProcess> server_;
   std::unique_ptr<pb::Attention::Stub> stub_;
-  attn::testing::SessionModel model_;
+  attn::tools::SessionModel model_;
 };
 
 constexpr double kTolerance = 2e-2;

@@ -6,7 +6,7 @@
 
 #include "attn/dtype.h"
 
-namespace attn::testing {
+namespace attn::tools {
 namespace {
 
 namespace pb = ::attnserve::v1;
@@ -140,4 +140,4 @@ double SessionModel::Check(const pb::AttendSessionsRequest& request,
   return worst;
 }
 
-}  // namespace attn::testing
+}  // namespace attn::tools

@@ -1,16 +1,17 @@
-// SessionModel: the client's picture of KV-cache sessions for end-to-end
-// tests (server and client suites): each session's bf16 K/V per layer, the
-// step requests with fresh random tokens, and the check of a step's
-// response against float64 attention over the session's whole history
-// (causal bottom-right, GQA, the default scale).
+// SessionModel: the client's picture of KV-cache sessions, for checking a
+// server's session calls (`attn_cli session --check`, the session suites):
+// each session's bf16 K/V per layer, step requests with fresh random
+// tokens, and the check of a step's response against float64 attention
+// over the session's whole history (causal bottom-right, GQA, the default
+// scale).
 //
 //   SessionModel model;
 //   model.Add(id, {layers, heads_q, heads_kv, head_dim});
 //   pb::AttendSessionsRequest request = model.NewStep(layer, {{id, 5}});
 //   ... send it (lease_id set by the caller) ...
 //   double worst = model.Check(request, response);  // appends k/v on success
-#ifndef ATTN_TESTS_SUPPORT_SESSION_MODEL_H_
-#define ATTN_TESTS_SUPPORT_SESSION_MODEL_H_
+#ifndef ATTN_CLIENT_TOOLS_SESSION_MODEL_H_
+#define ATTN_CLIENT_TOOLS_SESSION_MODEL_H_
 
 #include <cstdint>
 #include <map>
@@ -21,7 +22,7 @@
 
 #include "attnserve/v1/attention.pb.h"
 
-namespace attn::testing {
+namespace attn::tools {
 
 class SessionModel {
  public:
@@ -60,6 +61,6 @@ class SessionModel {
   std::uniform_real_distribution<float> dist_{-1.0f, 1.0f};
 };
 
-}  // namespace attn::testing
+}  // namespace attn::tools
 
-#endif  // ATTN_TESTS_SUPPORT_SESSION_MODEL_H_
+#endif  // ATTN_CLIENT_TOOLS_SESSION_MODEL_H_
