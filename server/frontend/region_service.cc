@@ -6,8 +6,10 @@
 #include <utility>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/log.h"
+#include "frontend/lease_reactor.h"
 #include "regions/system_region.h"
 #include "security/same_host.h"
 #include "core/status_util.h"
@@ -34,56 +36,6 @@ absl::Status MayUseRegions(Runtime* runtime, const grpc::CallbackServerContext& 
   }
   return absl::OkStatus();
 }
-
-grpc::ServerUnaryReactor* Finished(grpc::CallbackServerContext* context,
-                                   const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
-
-// HoldRegions: one message with the lease id, then open until the client
-// goes; the lease's regions end with the call.
-class LeaseReactor final : public grpc::ServerWriteReactor<pb::HoldRegionsResponse> {
- public:
-  LeaseReactor(Runtime* runtime, const std::string& peer)
-      : registry_(runtime->regions()), lease_id_(registry_->OpenLease()) {
-    LOGF(kInfo, "region lease %s… opened by %s", lease_id_.substr(0, 8), peer);
-    response_.set_lease_id(lease_id_);
-    StartWrite(&response_);
-  }
-  void OnWriteDone(bool) override {}  // stays open; a failed write means the call ended
-  void OnCancel() override {
-    EndLease("its call ended");
-    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "region lease ended"));
-  }
-  void OnDone() override {
-    EndLease("its call finished");
-    delete this;
-  }
-
- private:
-  void EndLease(const char* why) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (ended_) return;
-    ended_ = true;
-    const auto regions = registry_->EndLease(lease_id_);
-    LOGF(kInfo, "region lease %s… ended (%s): %d regions unregistered", lease_id_.substr(0, 8),
-         why, regions.size());
-  }
-
-  RegionRegistry* const registry_;
-  const std::string lease_id_;
-  pb::HoldRegionsResponse response_;
-  std::mutex mu_;
-  bool ended_ = false;
-};
-
-class RefusedLease final : public grpc::ServerWriteReactor<pb::HoldRegionsResponse> {
- public:
-  explicit RefusedLease(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
-  void OnDone() override { delete this; }
-};
 
 // UnregisterRegion: answers when no request uses the region any more, or
 // when the call ends first (deadline, cancel).
@@ -212,8 +164,16 @@ absl::StatusOr<std::shared_ptr<Region>> Register(Runtime* runtime,
 
 grpc::ServerWriteReactor<pb::HoldRegionsResponse>* HoldRegions(
     Runtime* runtime, grpc::CallbackServerContext* context) {
-  if (absl::Status ok = MayUseRegions(runtime, *context); !ok.ok()) return new RefusedLease(ok);
-  return new LeaseReactor(runtime, context->peer());
+  if (absl::Status ok = MayUseRegions(runtime, *context); !ok.ok()) {
+    return new RefusedLease<pb::HoldRegionsResponse>(ok);
+  }
+  // The lease's regions end with the call.
+  RegionRegistry* registry = runtime->regions();
+  const std::string id = registry->OpenLease();
+  return new LeaseReactor<pb::HoldRegionsResponse>(
+      "region", id, context->peer(), [registry, id]() {
+        return absl::StrCat(registry->EndLease(id).size(), " regions unregistered");
+      });
 }
 
 grpc::ServerUnaryReactor* RegisterRegion(Runtime* runtime, grpc::CallbackServerContext* context,

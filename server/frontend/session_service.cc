@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14,6 +13,7 @@
 #include "attn/validate.h"
 #include "core/log.h"
 #include "core/status_util.h"
+#include "frontend/lease_reactor.h"
 #include "frontend/make_job.h"
 #include "frontend/peer_identity.h"
 #include "frontend/request_log.h"
@@ -29,13 +29,6 @@ absl::Status MayUseSessions(const Runtime& runtime) {
     return absl::FailedPreconditionError(runtime.sessions_off_reason());
   }
   return absl::OkStatus();
-}
-
-grpc::ServerUnaryReactor* Finished(grpc::CallbackServerContext* context,
-                                   const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
 }
 
 void SessionToProto(const SessionSnapshot& s, pb::SessionInfo* proto) {
@@ -106,49 +99,6 @@ absl::StatusOr<SessionGeometry> GeometryOf(const Runtime& runtime, const pb::Ses
   }
   return g;
 }
-
-// HoldSessions: one message with the lease id, then open until the client
-// goes; the lease's sessions end with the call.
-class SessionLeaseReactor final : public grpc::ServerWriteReactor<pb::HoldSessionsResponse> {
- public:
-  SessionLeaseReactor(Runtime* runtime, const std::string& owner)
-      : registry_(runtime->sessions()), lease_id_(registry_->OpenLease(owner)) {
-    LOGF(kInfo, "session lease %s… opened by %s", lease_id_.substr(0, 8), owner);
-    response_.set_lease_id(lease_id_);
-    StartWrite(&response_);
-  }
-  void OnWriteDone(bool) override {}
-  void OnCancel() override {
-    EndLease("its call ended");
-    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "session lease ended"));
-  }
-  void OnDone() override {
-    EndLease("its call finished");
-    delete this;
-  }
-
- private:
-  void EndLease(const char* why) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (ended_) return;
-    ended_ = true;
-    const int64_t closed = registry_->EndLease(lease_id_);
-    LOGF(kInfo, "session lease %s… ended (%s): %d sessions closed", lease_id_.substr(0, 8), why,
-         closed);
-  }
-
-  SessionRegistry* const registry_;
-  const std::string lease_id_;
-  pb::HoldSessionsResponse response_;
-  std::mutex mu_;
-  bool ended_ = false;
-};
-
-class RefusedLease final : public grpc::ServerWriteReactor<pb::HoldSessionsResponse> {
- public:
-  explicit RefusedLease(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
-  void OnDone() override { delete this; }
-};
 
 // One AttendSessions call.
 class StepReactor final : public grpc::ServerUnaryReactor {
@@ -275,8 +225,16 @@ class StepReactor final : public grpc::ServerUnaryReactor {
 
 grpc::ServerWriteReactor<pb::HoldSessionsResponse>* HoldSessions(
     Runtime* runtime, grpc::CallbackServerContext* context) {
-  if (absl::Status ok = MayUseSessions(*runtime); !ok.ok()) return new RefusedLease(ok);
-  return new SessionLeaseReactor(runtime, PeerOf(*context));
+  if (absl::Status ok = MayUseSessions(*runtime); !ok.ok()) {
+    return new RefusedLease<pb::HoldSessionsResponse>(ok);
+  }
+  // The lease's sessions end with the call.
+  SessionRegistry* registry = runtime->sessions();
+  const std::string owner = PeerOf(*context);
+  const std::string id = registry->OpenLease(owner);
+  return new LeaseReactor<pb::HoldSessionsResponse>("session", id, owner, [registry, id]() {
+    return absl::StrCat(registry->EndLease(id), " sessions closed");
+  });
 }
 
 grpc::ServerUnaryReactor* OpenSession(Runtime* runtime, grpc::CallbackServerContext* context,
