@@ -199,6 +199,22 @@ def tuning_corpus(out):
     write(out, "refused_empty_device", b"\tk07/a\n")
 
 
+def session_corpus(out):
+    # One byte picks each call (% 6: open, step, step, fork, truncate,
+    # close), the next bytes its arguments (session_registry_fuzzer.cc).
+    open_grown, open_reserved = bytes([0, 40, 0]), bytes([0, 90, 1])
+    step = lambda layer, n, ok=1: bytes([1, layer, 0, 0, n, ok])  # noqa: E731
+    write(out, "prefill_decode", open_grown + step(0, 20) + step(1, 20) + step(0, 1) + step(1, 1))
+    write(out, "fork_then_append", open_grown + step(0, 20) + step(1, 20) + bytes([3, 0])
+          + bytes([1, 0, 0, 1, 5, 1]) + bytes([1, 1, 0, 1, 5, 1]))
+    write(out, "truncate_shared_page", open_grown + step(0, 20) + step(1, 20) + bytes([3, 0])
+          + bytes([4, 1, 7]) + bytes([1, 0, 0, 1, 3, 1]))
+    write(out, "failed_step_and_full_pool", open_reserved + open_reserved + open_grown
+              + step(0, 39, 0) + step(0, 39) + bytes([5, 0]))
+    write(out, "two_sessions_one_call", open_grown + open_grown
+          + bytes([1, 0, 1, 0, 9, 1, 13, 1]) + bytes([1, 1, 1, 0, 9, 1, 13, 1]))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(ROOT, "fuzz", "corpus"))
@@ -206,12 +222,13 @@ def main():
     pb, gen = load_proto()
     try:
         for target in ("attend_request_fuzzer", "attend_stream_fuzzer", "npy_fuzzer",
-                       "tuning_table_fuzzer"):
+                       "tuning_table_fuzzer", "session_registry_fuzzer"):
             shutil.rmtree(os.path.join(args.out, target), ignore_errors=True)
         attend_request_corpus(pb, os.path.join(args.out, "attend_request_fuzzer"))
         attend_stream_corpus(pb, os.path.join(args.out, "attend_stream_fuzzer"))
         npy_corpus(os.path.join(args.out, "npy_fuzzer"))
         tuning_corpus(os.path.join(args.out, "tuning_table_fuzzer"))
+        session_corpus(os.path.join(args.out, "session_registry_fuzzer"))
     finally:
         shutil.rmtree(gen, ignore_errors=True)
 
