@@ -67,7 +67,8 @@ build() {
   local kind="$1"; shift
   local targets=("${tests[@]}" attn_server)
   if [ "$kind" = asan ]; then
-    targets+=(attend_request_fuzzer attend_stream_fuzzer npy_fuzzer tuning_table_fuzzer)
+    targets+=(attend_request_fuzzer attend_stream_fuzzer npy_fuzzer tuning_table_fuzzer
+              session_registry_fuzzer)
   elif [ "$tsan_suites" != all ]; then
     targets=("${tsan_tests[@]}")  # none of them starts attn_server
   fi
