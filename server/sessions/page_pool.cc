@@ -25,8 +25,7 @@ absl::Status PagePool::Reserve(int64_t pages, absl::string_view what) {
   const int64_t available = static_cast<int64_t>(free_.size()) - reserved_;
   if (pages < 0 || pages > available) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "the KV-cache pool is full: %s needs %d pages, %d of %d are free (--kv_cache_bytes, "
-        "--kv_cache_fraction)",
+        "the KV-cache pool is full: %s needs %d pages, %d of %d are free (--kv_cache_bytes)",
         what, pages, available, total_));
   }
   reserved_ += pages;
@@ -45,8 +44,8 @@ absl::StatusOr<std::vector<int32_t>> PagePool::Take(int64_t count, int64_t from_
   const int64_t available = static_cast<int64_t>(free_.size()) - reserved_;
   if (count < 0 || count - from_reserved > available) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "the KV-cache pool is full: %s needs %d new pages, %d of %d are free (--kv_cache_bytes, "
-        "--kv_cache_fraction)",
+        "the KV-cache pool is full: %s needs %d new pages, %d of %d are free "
+        "(--kv_cache_bytes)",
         what, count - from_reserved, available, total_));
   }
   reserved_ -= from_reserved;
