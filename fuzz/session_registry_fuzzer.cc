@@ -58,16 +58,6 @@ class Input {
   size_t at_ = 0;
 };
 
-void CheckRefusal(const absl::Status& status) {
-  const absl::StatusCode code = status.code();
-  FUZZ_CHECK(code == absl::StatusCode::kInvalidArgument ||
-                 code == absl::StatusCode::kResourceExhausted ||
-                 code == absl::StatusCode::kNotFound ||
-                 code == absl::StatusCode::kFailedPrecondition,
-             "%s", status.ToString().c_str());
-  FUZZ_CHECK(!status.message().empty(), "a refusal without a message");
-}
-
 struct Harness {
   // The token each slot of each page holds (-1: never written).
   std::vector<std::vector<int32_t>> memory =
@@ -122,7 +112,7 @@ struct Harness {
     g.max_tokens = 1 + in.Next() % 96;
     g.reserve = (in.Next() & 1) != 0;
     auto opened = registry->Open(lease, "fuzz", g);
-    if (!opened.ok()) return CheckRefusal(opened.status());
+    if (!opened.ok()) return attn::fuzz::CheckDocumentedRefusal(opened.status());
     FUZZ_CHECK(opened->page_tokens == kPageTokens, "page_tokens %lld",
                static_cast<long long>(opened->page_tokens));
     ids.push_back(opened->session_id);
@@ -140,7 +130,7 @@ struct Harness {
     }
     if (steps.empty()) return;
     auto plan = registry->BeginStep(lease, "fuzz", layer, steps);
-    if (!plan.ok()) return CheckRefusal(plan.status());
+    if (!plan.ok()) return attn::fuzz::CheckDocumentedRefusal(plan.status());
     const size_t layer_index = static_cast<size_t>(layer);
     FUZZ_CHECK(layer >= 0 && layer < kLayers, "a step of layer %lld ran",
                static_cast<long long>(layer));
@@ -185,7 +175,7 @@ struct Harness {
     const std::string* id = Pick(in.Next());
     if (id == nullptr) return;
     auto child = registry->Fork(lease, "fuzz", *id);
-    if (!child.ok()) return CheckRefusal(child.status());
+    if (!child.ok()) return attn::fuzz::CheckDocumentedRefusal(child.status());
     const std::vector<std::vector<int32_t>> copy = model.at(*id);
     ids.push_back(child->session_id);
     model[child->session_id] = copy;
@@ -197,7 +187,7 @@ struct Harness {
     const int64_t tokens = in.Next() % 24;
     const std::string session = *id;
     auto cut = registry->Truncate(lease, "fuzz", session, tokens);
-    if (!cut.ok()) return CheckRefusal(cut.status());
+    if (!cut.ok()) return attn::fuzz::CheckDocumentedRefusal(cut.status());
     for (std::vector<int32_t>& layer : model.at(session)) {
       FUZZ_CHECK(static_cast<int64_t>(layer.size()) >= tokens, "truncated past the start");
       layer.resize(layer.size() - static_cast<size_t>(tokens));
