@@ -7,12 +7,14 @@
 #include "absl/strings/str_join.h"
 #include "backends/cpu_executor.h"
 #include "backends/cuda_executor.h"
+#include "backends/cuda_session_memory.h"
 #include "backends/heap_arena.h"
 #include "backends/pinned_heap_size.h"
 #include "backends/output_poison.h"
 #include "backends/transport_only_executor.h"
 #include "core/log.h"
 #include "core/status_util.h"
+#include "sessions/step_args.h"
 
 namespace attn::server {
 namespace {
@@ -77,6 +79,20 @@ absl::Status ArmPinnedHeap(const ServerOptions& options, bool by_default) {
   return absl::OkStatus();
 }
 
+// Pages of the KV-cache pool the options ask for, or 0 with why there is
+// none in `*off_reason`.
+int64_t SessionPoolPages(const ServerOptions& options, std::string* off_reason) {
+  if (options.kv_cache_bytes <= 0) {
+    *off_reason = "KV-cache sessions are off on this server (--kv_cache_bytes=0)";
+    return 0;
+  }
+  const int64_t pages = PoolPages(options.kv_cache_bytes, options.kv_page_bytes);
+  if (pages < 1) {
+    *off_reason = "KV-cache sessions are off: --kv_cache_bytes holds no page of --kv_page_bytes";
+  }
+  return pages;
+}
+
 absl::StatusOr<BackendSetup> CreateCpuBackend(const ServerOptions& options, std::string reason) {
   if (!options.devices.empty()) LOGF(kWarning, "--devices is ignored by the cpu backend");
   RETURN_IF_ERROR(ArmPinnedHeap(options, /*by_default=*/false));
@@ -85,6 +101,9 @@ absl::StatusOr<BackendSetup> CreateCpuBackend(const ServerOptions& options, std:
   setup.catalog = std::make_shared<const KernelCatalog>(std::move(catalog));
   for (int i = 0; i < options.cpu_workers; ++i) {
     setup.executors.push_back(std::make_unique<CpuExecutor>(options.cpu_threads));
+  }
+  if (const int64_t pages = SessionPoolPages(options, &setup.sessions_off_reason); pages > 0) {
+    setup.session_memory = HostSessionMemory(pages, options.kv_page_bytes);
   }
   setup.choice_reason = std::move(reason);
   return setup;
@@ -112,9 +131,28 @@ absl::StatusOr<BackendSetup> CreateCudaBackend(const ServerOptions& options, std
   cuda.copy_threads = options.copy_threads;
   cuda.streaming_staging = options.streaming_staging;
   cuda.staging_chunk_bytes = options.staging_chunk_bytes;
+  // Sessions on one device: a session's steps must run where its pages
+  // are, and the scheduler gives any job to any stream.
+  int64_t session_pages = SessionPoolPages(options, &setup.sessions_off_reason);
+  if (session_pages > 0 && setup.devices.size() != 1) {
+    setup.sessions_off_reason = absl::StrCat(
+        "KV-cache sessions serve one CUDA device in this version; this server serves ",
+        setup.devices.size(), " (--devices=N picks one)");
+    session_pages = 0;
+  }
+  if (session_pages > 0) {
+    cuda.max_steps_per_call = options.max_steps_per_call;
+    cuda.max_step_block_entries = StepBlockEntries(options.max_steps_per_call, session_pages);
+  }
   // Before the executors, which page-lock it.
   RETURN_IF_ERROR(ArmPinnedHeap(options, /*by_default=*/true));
   ASSIGN_OR_RETURN(setup.executors, CreateCudaExecutors(cuda));
+  // After the streams' buffers, which the server cannot run without.
+  if (session_pages > 0) {
+    ASSIGN_OR_RETURN(setup.session_memory, CreateCudaSessionMemory(setup.devices.front(),
+                                                                   session_pages,
+                                                                   options.kv_page_bytes));
+  }
   setup.region_backend = CreateCudaRegionBackend();
   setup.choice_reason = std::move(reason);
   return setup;
@@ -140,6 +178,8 @@ absl::StatusOr<BackendSetup> CreateTransportOnlyBackend(const ServerOptions& opt
         i, nan_bytes, options.transport_only_fresh_outputs));
   }
   setup.backend_name = kTransportOnlyBackendName;
+  setup.sessions_off_reason =
+      "KV-cache sessions are off with --backend=transport_only (it computes nothing)";
   setup.choice_reason = "--backend=transport_only";
   LOGF(kWarning,
        "--backend=transport_only: MEASUREMENT MODE, no attention is computed and every output "

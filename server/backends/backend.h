@@ -23,6 +23,7 @@
 #include "backends/kernel_catalog.h"
 #include "regions/region_backend.h"
 #include "core/server_options.h"
+#include "sessions/session_memory.h"
 
 namespace attn::server {
 
@@ -36,6 +37,10 @@ struct BackendSetup {
   std::string backend_name;
   // How region memory is mapped for these executors; null: host only.
   std::unique_ptr<RegionBackend> region_backend;
+  // The KV-cache page pool's memory (the host's on the CPU backend, the
+  // device's on the CUDA backend), or null and why sessions are off.
+  std::unique_ptr<SessionMemory> session_memory;
+  std::string sessions_off_reason;
 };
 
 absl::StatusOr<BackendSetup> CreateBackend(const ServerOptions& options);

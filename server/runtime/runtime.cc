@@ -1,8 +1,6 @@
 #include "runtime/runtime.h"
 
 #include <algorithm>
-#include <climits>
-#include <cstring>
 #include <random>
 #include <utility>
 
@@ -63,47 +61,33 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const ServerOptions& op
   if (options.allow_shared_memory) {
     runtime->regions_ = std::make_unique<RegionRegistry>(options.max_regions_per_lease);
   }
-  runtime->StartSessions();
+  runtime->StartSessions(std::move(setup.session_memory), std::move(setup.sessions_off_reason));
   return runtime;
 }
 
-void Runtime::StartSessions() {
+void Runtime::StartSessions(std::unique_ptr<SessionMemory> memory, std::string off_reason) {
+  if (memory == nullptr) {
+    sessions_off_reason_ = std::move(off_reason);
+    return;
+  }
   const ServerOptions& o = options_;
-  if (o.kv_cache_bytes <= 0) {
-    sessions_off_reason_ = "KV-cache sessions are off on this server (--kv_cache_bytes=0)";
-    return;
-  }
-  if (catalog_->backend() != Backend::kCpu) {
-    sessions_off_reason_ =
-        "KV-cache sessions run on the CPU backend in this version; this server runs the " +
-        backend_name_ + " backend";
-    return;
-  }
-  const int64_t pages = std::min<int64_t>(o.kv_cache_bytes / o.kv_page_bytes, INT32_MAX);
-  if (pages < 1) {
-    sessions_off_reason_ = "KV-cache sessions are off: --kv_cache_bytes holds no page of "
-                           "--kv_page_bytes";
-    return;
-  }
-  // Untouched until sessions write it (the kernel maps pages as used).
-  session_memory_.reset(new char[static_cast<size_t>(pages * o.kv_page_bytes)]);
-  session_pool_ = PoolLayout{session_memory_.get(), pages, o.kv_page_bytes, -1};
+  session_memory_ = std::move(memory);
+  session_pool_ = session_memory_->layout();
   SessionLimits limits;
-  limits.page_bytes = o.kv_page_bytes;
+  limits.page_bytes = session_pool_.page_bytes;
   limits.max_session_tokens = o.max_session_tokens;
   limits.max_steps_per_call = o.max_steps_per_call;
   limits.max_sessions_per_lease = o.max_sessions_per_lease;
+  limits.max_step_block_entries = StepBlockEntries(o.max_steps_per_call, session_pool_.num_pages);
   limits.idle_timeout = absl::Seconds(o.session_idle_timeout_s);
-  const PoolLayout pool = session_pool_;
+  SessionMemory* pages = session_memory_.get();
   sessions_ = std::make_unique<SessionRegistry>(
-      limits, std::make_unique<PagePool>(pages),
-      [pool](int32_t dst, int32_t src, int64_t bytes) {
-        for (int64_t half : {int64_t{0}, pool.page_bytes / 2}) {
-          std::memcpy(pool.base + dst * pool.page_bytes + half,
-                      pool.base + src * pool.page_bytes + half, static_cast<size_t>(bytes));
-        }
-        return absl::OkStatus();
-      });
+      limits, std::make_unique<PagePool>(session_pool_.num_pages),
+      [pages](int32_t dst, int32_t src, int64_t bytes) { return pages->CopyPage(dst, src, bytes); });
+  LOGF(kInfo, "KV-cache sessions: %d pages of %s on %s (--kv_cache_bytes, --kv_page_bytes)",
+       session_pool_.num_pages, HumanBytes(session_pool_.page_bytes),
+       session_pool_.device < 0 ? std::string("the host")
+                                : absl::StrFormat("cuda:%d", session_pool_.device));
   if (limits.idle_timeout > absl::ZeroDuration()) {
     expiry_thread_ = std::thread([this] {
       absl::MutexLock lock(&expiry_mu_);

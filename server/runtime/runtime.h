@@ -53,7 +53,8 @@ class Runtime {
   RegionRegistry* regions() { return regions_.get(); }
   const RegionRegistry* regions() const { return regions_.get(); }
   // KV-cache sessions; null when off (--kv_cache_bytes=0, or a backend
-  // without a session pool). `session_pool()` is where its pages are.
+  // without a session pool: BackendSetup::sessions_off_reason).
+  // `session_pool()` is where its pages are (host or device memory).
   SessionRegistry* sessions() { return sessions_.get(); }
   const SessionRegistry* sessions() const { return sessions_.get(); }
   const PoolLayout& session_pool() const { return session_pool_; }
@@ -91,8 +92,9 @@ class Runtime {
 
  private:
   Runtime(const ServerOptions& options, std::shared_ptr<const KernelCatalog> catalog);
-  // The page pool and session registry, when this backend has them.
-  void StartSessions();
+  // The session registry over the backend's page pool memory (null: off,
+  // for `off_reason`).
+  void StartSessions(std::unique_ptr<SessionMemory> memory, std::string off_reason);
 
   const ServerOptions options_;
   const std::shared_ptr<const KernelCatalog> catalog_;  // never null
@@ -110,9 +112,9 @@ class Runtime {
   // Last, so regions are unmapped before the executors and devices go.
   std::unique_ptr<RegionBackend> region_backend_;
   std::unique_ptr<RegionRegistry> regions_;
-  // Sessions: the host pool's memory, then the registry over it, then the
+  // Sessions: the pool's memory, then the registry over it, then the
   // thread that expires idle sessions (stopped first).
-  std::unique_ptr<char[]> session_memory_;
+  std::unique_ptr<SessionMemory> session_memory_;
   PoolLayout session_pool_;
   std::unique_ptr<SessionRegistry> sessions_;
   std::string sessions_off_reason_;

@@ -362,7 +362,7 @@ absl::StatusOr<StepPlan> SessionRegistry::BeginStep(const std::string& lease_id,
   StepPlan plan;
   plan.layer = layer;
   std::set<std::string> seen;
-  int64_t needed = 0, from_reserved = 0;
+  int64_t needed = 0, from_reserved = 0, longest_pages = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     const std::string field = absl::StrFormat("steps[%d].session_id", i);
     absl::StatusOr<std::shared_ptr<Session>> found =
@@ -403,7 +403,15 @@ absl::StatusOr<StepPlan> SessionRegistry::BeginStep(const std::string& lease_id,
                                                       s.pages_[static_cast<size_t>(layer)].size());
     needed += grow;
     from_reserved += std::min(grow, s.reserved_);
+    longest_pages = std::max(longest_pages, s.PagesFor(cached + n));
     plan.sessions.push_back(*found);
+  }
+  const int64_t entries = static_cast<int64_t>(steps.size()) * longest_pages;
+  if (entries > limits_.max_step_block_entries) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the call's block table would have %d entries (%d steps x %d pages of its longest "
+        "session); a call has at most %d: send fewer sessions per call",
+        entries, steps.size(), longest_pages, limits_.max_step_block_entries));
   }
   // All of the call's new pages at once, or none (the reservations of the
   // sessions that have them are drawn first).

@@ -71,6 +71,9 @@ struct SessionLimits {
   int64_t max_session_tokens = int64_t{1} << 20;
   int max_steps_per_call = 256;
   int max_sessions_per_lease = 4096;
+  // Entries of one call's block table (steps x the pages of its longest
+  // session) at most: what an executor's staging holds (StepBlockEntries).
+  int64_t max_step_block_entries = int64_t{1} << 20;
   absl::Duration idle_timeout = absl::ZeroDuration();  // 0: sessions never expire
 };
 

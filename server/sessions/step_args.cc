@@ -6,6 +6,10 @@
 
 namespace attn::server {
 
+int64_t StepBlockEntries(int max_steps_per_call, int64_t pool_pages) {
+  return std::min<int64_t>(int64_t{max_steps_per_call} * pool_pages, int64_t{1} << 20);
+}
+
 AttentionProblem StepProblem(const StepPlan& plan, int64_t num_pages, bool return_lse) {
   const SessionGeometry& g = plan.geometry;
   AttentionProblem p;

@@ -12,18 +12,16 @@
 
 #include "attn/problem.h"
 #include "core/job.h"
+#include "sessions/session_memory.h"
 #include "sessions/session_registry.h"
 
 namespace attn::server {
 
-// The pool's memory: `num_pages` pages of `page_bytes` at `base` (host or
-// device memory of `device`; -1 the host).
-struct PoolLayout {
-  char* base = nullptr;
-  int64_t num_pages = 0;
-  int64_t page_bytes = 0;
-  int device = -1;
-};
+// Entries of one call's block table at most (SessionLimits::
+// max_step_block_entries): every session of a call may hold the whole
+// pool, but the table stays within 4 MiB, the staging each CUDA stream
+// sets aside for it.
+int64_t StepBlockEntries(int max_steps_per_call, int64_t pool_pages);
 
 AttentionProblem StepProblem(const StepPlan& plan, int64_t num_pages, bool return_lse);
 

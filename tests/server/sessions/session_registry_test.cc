@@ -18,6 +18,7 @@
 #include "attn/validate.h"
 #include "gtest/gtest.h"
 #include "sessions/page_pool.h"
+#include "sessions/session_memory.h"
 #include "sessions/session_registry.h"
 #include "sessions/step_args.h"
 
@@ -30,18 +31,12 @@ constexpr char kOwner[] = "ipv4:127.0.0.1:1";
 class Harness {
  public:
   Harness(int64_t pages, int64_t page_bytes, SessionLimits limits = {})
-      : memory_(static_cast<size_t>(pages * page_bytes)) {
+      : memory_(HostSessionMemory(pages, page_bytes)), pool_(memory_->layout()) {
     limits.page_bytes = page_bytes;
-    pool_ = PoolLayout{memory_.data(), pages, page_bytes};
     registry_ = std::make_unique<SessionRegistry>(
         limits, std::make_unique<PagePool>(pages),
         [this](int32_t dst, int32_t src, int64_t bytes) {
-          const int64_t half = pool_.page_bytes / 2;
-          for (int64_t h : {int64_t{0}, half}) {
-            std::memcpy(pool_.base + dst * pool_.page_bytes + h,
-                        pool_.base + src * pool_.page_bytes + h, static_cast<size_t>(bytes));
-          }
-          return absl::OkStatus();
+          return memory_->CopyPage(dst, src, bytes);
         });
     lease_ = registry_->OpenLease(kOwner);
   }
@@ -157,7 +152,7 @@ class Harness {
   }
 
  private:
-  std::vector<char> memory_;
+  std::unique_ptr<SessionMemory> memory_;
   PoolLayout pool_;
   std::unique_ptr<SessionRegistry> registry_;
   std::string lease_;
@@ -345,6 +340,23 @@ TEST(SessionRegistryTest, PoolFullRefusesAndLosesNothing) {
   for (const SessionSnapshot& s : *list) {
     EXPECT_EQ(s.layer_tokens[0], s.session_id == a ? 25 : 0);
   }
+}
+
+TEST(SessionRegistryTest, BlockTableBeyondTheLimitRefusedAndLosesNothing) {
+  SessionLimits limits;
+  limits.max_step_block_entries = 5;  // 2 steps x 3 pages do not fit
+  Harness h(16, 8 * 2 * 64 * 2 * 2, limits);  // pages of 8 tokens
+  const std::string a = h.Open(Geometry(1, 4, 2, 64, 1000));
+  const std::string b = h.Open(Geometry(1, 4, 2, 64, 1000));
+  ASSERT_TRUE(h.Step(0, {{a, 17}}).ok());  // 3 pages
+  absl::StatusOr<double> wide = h.Step(0, {{a, 1}, {b, 1}});
+  EXPECT_EQ(wide.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(wide.status().message().find("6 entries (2 steps x 3 pages"), std::string::npos)
+      << wide.status();
+  EXPECT_EQ(h.registry().pool().pages_used(), 3);
+  absl::StatusOr<double> alone = h.Step(0, {{a, 1}});  // 1 x 3 fits
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_LT(*alone, kTolerance);
 }
 
 TEST(SessionRegistryTest, ReservedSessionNeverFindsThePoolFull) {
