@@ -46,6 +46,15 @@ int64_t EventNanos(cudaEvent_t from, cudaEvent_t to, int device, absl::Status* s
 // lies between the two measured sizes.
 constexpr size_t kStreamingStagingMinBytes = size_t{16} << 20;
 
+// A session step's tables as one int32 array (cu_seqlens_q, cache_seqlens,
+// the block table), or 0 bytes for any other request.
+int64_t StepTableBytes(const RequestSpec& spec) {
+  if (spec.cache == nullptr) return 0;
+  return static_cast<int64_t>((spec.cu_seqlens_q.size() + spec.cache->cache_seqlens.size() +
+                               spec.cache->block_table.size()) *
+                              sizeof(int32_t));
+}
+
 // One slot (a stream of a device with its buffers) running launch plans:
 // routes each (cuda_routing.h), stages, enqueues copies, poison, kernel and
 // copies back, and waits.
@@ -168,8 +177,9 @@ class CudaExecutor : public Executor {
     const absl::Time stage_start = absl::Now();
     CudaRoute route = RoutePlan(plan, *slot_);
     if (!route.staging.empty()) slot_->copier().Copy(route.staging);
-    const int64_t cu_bytes = plan.cu_bytes();
-    if (cu_bytes > 0) {
+    if (spec.cache != nullptr) {
+      RETURN_IF_ERROR(StageStepTables(spec));
+    } else if (const int64_t cu_bytes = plan.cu_bytes(); cu_bytes > 0) {
       std::memcpy(slot_->staged_cu(0), spec.cu_seqlens_q.data(), static_cast<size_t>(cu_bytes));
       std::memcpy(slot_->staged_cu(1), spec.cu_seqlens_k.data(), static_cast<size_t>(cu_bytes));
     }
@@ -185,6 +195,28 @@ class CudaExecutor : public Executor {
     const int64_t unstage_ns = ToNanos(absl::Now() - unstage_start);
     plan.SetTimes(stage_ns + measured.h2d_ns, measured.kernel_ns, measured.d2h_ns + unstage_ns,
                   Name());
+    return absl::OkStatus();
+  }
+
+  // Stages a session step's tables. The registry bounds them (SessionLimits,
+  // sized like the slot's buffer) and placed the pool on this device, so a
+  // miss is the server's bug: INTERNAL.
+  absl::Status StageStepTables(const RequestSpec& spec) {
+    const PagedCache& cache = *spec.cache;
+    if (cache.device != slot_->ordinal()) {
+      return absl::InternalError(absl::StrFormat(
+          "%s given a session step whose pages are on device %d", Name(), cache.device));
+    }
+    if (StepTableBytes(spec) > slot_->sizes().step_tables) {
+      return absl::InternalError(absl::StrFormat(
+          "%s: a session step's tables need %d bytes; the stream holds %d", Name(),
+          StepTableBytes(spec), slot_->sizes().step_tables));
+    }
+    int32_t* to = slot_->staged_step_tables();
+    for (const std::vector<int32_t>* table :
+         {&spec.cu_seqlens_q, &cache.cache_seqlens, &cache.block_table}) {
+      to = std::copy(table->begin(), table->end(), to);
+    }
     return absl::OkStatus();
   }
 
@@ -227,7 +259,13 @@ class CudaExecutor : public Executor {
     if (!route.ring.empty()) RETURN_IF_ERROR(slot_->ring()->Enqueue(route.ring, stream));
     if (route.from_heap) RETURN_IF_ERROR(slot_->heap_copies().Enqueue(stream));  // h2d_batch.h
     RETURN_IF_ERROR(EnqueueCopies(route.in));
-    const int64_t cu_bytes = plan.cu_bytes();
+    const int64_t cu_bytes = spec.cache != nullptr ? 0 : plan.cu_bytes();
+    if (const int64_t bytes = StepTableBytes(spec); bytes > 0) {
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot_->device_step_tables(), slot_->staged_step_tables(),
+                                           static_cast<size_t>(bytes), cudaMemcpyHostToDevice,
+                                           stream),
+                           ordinal);
+    }
     for (int which = 0; which < 2 && cu_bytes > 0; ++which) {
       CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot_->device_cu(which), slot_->staged_cu(which),
                                            static_cast<size_t>(cu_bytes), cudaMemcpyHostToDevice,
@@ -246,7 +284,14 @@ class CudaExecutor : public Executor {
 
     AttentionArgs args = AttentionArgs::Contiguous(spec.problem, spec.dtype, route.q, route.k,
                                                    route.v, route.out, route.lse);
-    if (spec.problem.varlen) {
+    if (spec.cache != nullptr) {
+      // k and v are the new tokens, appended into the pool's pages.
+      const int32_t* cu_q = slot_->device_step_tables();
+      const int32_t* cache_seqlens = cu_q + spec.cu_seqlens_q.size();
+      const int32_t* block_table = cache_seqlens + spec.cache->cache_seqlens.size();
+      args = spec.StepArgs(spec.cache->pool, route.q, route.k, route.v, route.out, route.lse, cu_q,
+                           cache_seqlens, block_table);
+    } else if (spec.problem.varlen) {
       args.cu_seqlens_q = slot_->device_cu(0);
       args.cu_seqlens_k = slot_->device_cu(1);
     }
@@ -316,7 +361,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
   for (const DeviceInfo& device : options.devices) {
     const CudaBufferSizes sizes =
         CudaBufferSizes::For(options.max_tensor_bytes, options.max_rows,
-                             options.catalog->MaxWorkspaceBytes(device.ordinal));
+                             options.catalog->MaxWorkspaceBytes(device.ordinal))
+            .WithStepTables(options.max_steps_per_call, options.max_step_block_entries);
     RETURN_IF_ERROR(CheckDeviceMemory(device, options.streams_per_device, sizes));
     for (int s = 0; s < options.streams_per_device; ++s) {
       ASSIGN_OR_RETURN(std::unique_ptr<CudaSlot> slot,
@@ -328,7 +374,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
            "%s ready: 4 x %.0f MiB tensor buffers + %.1f MiB LSE and offsets + %.1f MiB "
            "kernel workspace on the device, %.0f MiB pinned staging + %.0f MiB pinned memory "
            "lent to responses; %s",
-           executor->Name(), sizes.tensor / 1048576.0, (sizes.lse + 2 * sizes.cu) / 1048576.0,
+           executor->Name(), sizes.tensor / 1048576.0,
+           (sizes.lse + 2 * sizes.cu + sizes.step_tables) / 1048576.0,
            sizes.workspace / 1048576.0,
            (sizes.PinnedIn() + sizes.PinnedOut()) / 1048576.0,
            CudaSlot::kLentOutputs * sizes.PinnedOut() / 1048576.0,

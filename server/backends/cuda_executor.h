@@ -57,6 +57,11 @@ struct CudaExecutorOptions {
   // at a time through a small pinned ring (chunked_upload.h); 0: staged
   // whole, then copied.
   int64_t staging_chunk_bytes = 0;
+  // KV-cache session steps (0: this server has no sessions): the most
+  // sessions one step call names and entries of its block table
+  // (SessionLimits), which size each stream's step tables.
+  int max_steps_per_call = 0;
+  int64_t max_step_block_entries = 0;
 };
 
 // Creates and warms up the executors; FAILED_PRECONDITION in a build

@@ -1,5 +1,6 @@
 // The CUDA backend of a build without CUDA: there is none.
 #include "backends/cuda_executor.h"
+#include "backends/cuda_session_memory.h"
 #include "regions/region_backend.h"
 
 namespace attn::server {
@@ -12,6 +13,11 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
 }
 
 std::string CudaVersionString() { return "no CUDA"; }
+
+absl::StatusOr<std::unique_ptr<SessionMemory>> CreateCudaSessionMemory(const DeviceInfo&, int64_t,
+                                                                       int64_t) {
+  return absl::FailedPreconditionError("this attn_server was built without CUDA");
+}
 
 std::unique_ptr<RegionBackend> CreateCudaRegionBackend() {
   return std::make_unique<HostRegionBackend>();

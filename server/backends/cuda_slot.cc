@@ -27,6 +27,15 @@ CudaBufferSizes CudaBufferSizes::For(int64_t max_tensor_bytes, int64_t max_rows,
   return b;
 }
 
+CudaBufferSizes CudaBufferSizes::WithStepTables(int max_steps, int64_t max_block_entries) const {
+  CudaBufferSizes b = *this;
+  // cu_seqlens_q (steps + 1), cache_seqlens (steps), the block table.
+  b.step_tables = max_steps > 0 ? (2 * int64_t{max_steps} + 1 + max_block_entries) *
+                                      static_cast<int64_t>(sizeof(int32_t))
+                                : 0;
+  return b;
+}
+
 absl::Status CheckDeviceMemory(const DeviceInfo& device, int streams,
                                const CudaBufferSizes& sizes) {
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device.ordinal), device.ordinal);
@@ -39,7 +48,7 @@ absl::Status CheckDeviceMemory(const DeviceInfo& device, int streams,
         "%.0f MiB (--max_tokens_per_request) + %.1f MiB LSE and offsets + %.1f MiB kernel "
         "workspace) need %.0f MiB",
         device.ordinal, device.name, free_bytes / 1048576.0, streams, sizes.tensor / 1048576.0,
-        (sizes.lse + 2 * sizes.cu) / 1048576.0, sizes.workspace / 1048576.0,
+        (sizes.lse + 2 * sizes.cu + sizes.step_tables) / 1048576.0, sizes.workspace / 1048576.0,
         needed / 1048576.0));
   }
   return absl::OkStatus();
@@ -76,6 +85,10 @@ absl::StatusOr<std::unique_ptr<CudaSlot>> CudaSlot::Create(
   if (sizes.workspace > 0) {
     ASSIGN_OR_RETURN(s->d_workspace_,
                      AllocateDevice(static_cast<size_t>(sizes.workspace), ordinal));
+  }
+  if (sizes.step_tables > 0) {
+    ASSIGN_OR_RETURN(s->d_step_, AllocateDevice(static_cast<size_t>(sizes.step_tables), ordinal));
+    ASSIGN_OR_RETURN(s->h_step_, AllocatePinned(static_cast<size_t>(sizes.step_tables), ordinal));
   }
   ASSIGN_OR_RETURN(s->h_in_, AllocatePinned(static_cast<size_t>(sizes.PinnedIn()), ordinal));
   ASSIGN_OR_RETURN(s->h_out_, AllocatePinned(static_cast<size_t>(sizes.PinnedOut()), ordinal));

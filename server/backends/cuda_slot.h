@@ -44,12 +44,18 @@ struct CudaBufferSizes {
   int64_t cu = 0;      // each of cu_seqlens_q and cu_seqlens_k (int32)
   // AttentionArgs::workspace: the catalog's MaxWorkspaceBytes for the device.
   int64_t workspace = 0;
+  // A session step's int32 tables (0 without sessions): cu_seqlens_q,
+  // cache_seqlens and the block table, in one buffer (StepTables).
+  int64_t step_tables = 0;
 
   // `max_rows`: query rows x heads (LSE elements) and sequences (varlen)
   // of one request.
   static CudaBufferSizes For(int64_t max_tensor_bytes, int64_t max_rows,
                              int64_t workspace_bytes);
-  int64_t Device() const { return 4 * tensor + lse + 2 * cu + workspace; }
+  // With room for the tables of a step of `max_steps` sessions whose block
+  // table has at most `max_block_entries` entries.
+  CudaBufferSizes WithStepTables(int max_steps, int64_t max_block_entries) const;
+  int64_t Device() const { return 4 * tensor + lse + 2 * cu + workspace + step_tables; }
   int64_t PinnedIn() const { return 3 * tensor + 2 * cu; }  // q, k, v, cu_q, cu_k
   int64_t PinnedOut() const { return tensor + lse; }        // o, lse
   LaunchCapacity Capacity() const { return {tensor, lse}; }
@@ -95,6 +101,10 @@ class CudaSlot {
   int32_t* device_cu(int which) const;  // 0: cu_seqlens_q, 1: cu_seqlens_k
   // sizes().workspace bytes (null when 0), for every launch on the stream.
   void* device_workspace() const { return d_workspace_.get(); }
+  // sizes().step_tables bytes each (null when 0): a session step's tables,
+  // staged, then copied to the device in one piece.
+  int32_t* staged_step_tables() const { return static_cast<int32_t*>(h_step_.get()); }
+  int32_t* device_step_tables() const { return static_cast<int32_t*>(d_step_.get()); }
 
   // Pinned staging: q, k, v at multiples of sizes().tensor, then the two
   // cu_seqlens; O, then the LSE at sizes().tensor.
@@ -122,7 +132,8 @@ class CudaSlot {
   const std::shared_ptr<ParallelCopier> copier_;  // shared by every slot
   CudaStream stream_;
   CudaEvent start_, h2d_done_, kernel_done_, d2h_done_;
-  DeviceBuffer d_q_, d_k_, d_v_, d_out_, d_lse_, d_cu_q_, d_cu_k_, d_workspace_;
+  DeviceBuffer d_q_, d_k_, d_v_, d_out_, d_lse_, d_cu_q_, d_cu_k_, d_workspace_, d_step_;
+  PinnedBuffer h_step_;  // a step's tables
   PinnedBuffer h_in_;   // q, k, v, cu_seqlens_q, cu_seqlens_k
   PinnedBuffer h_out_;  // o, lse
   std::shared_ptr<PinnedOutputPool> lent_out_;  // o, lse laid out as in h_out_

@@ -31,7 +31,7 @@ absl::Status MayUseSessions(const Runtime& runtime) {
   return absl::OkStatus();
 }
 
-void SessionToProto(const SessionSnapshot& s, pb::SessionInfo* proto) {
+void SessionToProto(const Runtime& runtime, const SessionSnapshot& s, pb::SessionInfo* proto) {
   proto->set_session_id(s.session_id);
   pb::SessionConfig* c = proto->mutable_config();
   const SessionGeometry& g = s.geometry;
@@ -47,7 +47,7 @@ void SessionToProto(const SessionSnapshot& s, pb::SessionInfo* proto) {
   for (int64_t t : s.layer_tokens) proto->add_layer_tokens(t);
   proto->set_page_tokens(s.page_tokens);
   proto->set_pages(s.pages);
-  proto->set_device(-1);
+  proto->set_device(runtime.session_pool().device);
   proto->set_busy(s.busy);
 }
 
@@ -134,6 +134,15 @@ class StepReactor final : public grpc::ServerUnaryReactor {
     spec.request_id = request_id_;
     spec.kernel = &runtime_->catalog().default_kernel();
     if (absl::Status ok = ValidateProblem(spec.problem, spec.kernel_info()); !ok.ok()) {
+      return Fail(ok, nullptr);
+    }
+    // The new tokens' q (and o; k and v have no more heads) must fit the
+    // executors' buffers, as an Attend call's tensors do.
+    const SessionGeometry& g = plan_->geometry;
+    if (absl::Status ok = CheckTokenLimit(
+            "q", absl::StrFormat("[%d, %d, %d]", plan_->total_tokens, g.heads_q, g.head_dim),
+            plan_->total_tokens, g.heads_q, g.head_dim, runtime_->limits());
+        !ok.ok()) {
       return Fail(ok, nullptr);
     }
     const std::pair<const char*, int64_t> sizes[] = {{"q", spec.QBytes()},
@@ -246,7 +255,7 @@ grpc::ServerUnaryReactor* OpenSession(Runtime* runtime, grpc::CallbackServerCont
   absl::StatusOr<SessionSnapshot> opened =
       runtime->sessions()->Open(request->lease_id(), PeerOf(*context), *geometry);
   if (!opened.ok()) return Finished(context, opened.status());
-  SessionToProto(*opened, response->mutable_session());
+  SessionToProto(*runtime, *opened, response->mutable_session());
   return Finished(context, absl::OkStatus());
 }
 
@@ -266,7 +275,7 @@ grpc::ServerUnaryReactor* TruncateSession(Runtime* runtime, grpc::CallbackServer
   absl::StatusOr<SessionSnapshot> s = runtime->sessions()->Truncate(
       request->lease_id(), PeerOf(*context), request->session_id(), request->tokens());
   if (!s.ok()) return Finished(context, s.status());
-  SessionToProto(*s, response->mutable_session());
+  SessionToProto(*runtime, *s, response->mutable_session());
   return Finished(context, absl::OkStatus());
 }
 
@@ -277,7 +286,7 @@ grpc::ServerUnaryReactor* ForkSession(Runtime* runtime, grpc::CallbackServerCont
   absl::StatusOr<SessionSnapshot> s =
       runtime->sessions()->Fork(request->lease_id(), PeerOf(*context), request->session_id());
   if (!s.ok()) return Finished(context, s.status());
-  SessionToProto(*s, response->mutable_session());
+  SessionToProto(*runtime, *s, response->mutable_session());
   return Finished(context, absl::OkStatus());
 }
 
@@ -295,7 +304,7 @@ grpc::ServerUnaryReactor* ListSessions(Runtime* runtime, grpc::CallbackServerCon
   absl::StatusOr<std::vector<SessionSnapshot>> list =
       runtime->sessions()->List(request->lease_id(), PeerOf(*context));
   if (!list.ok()) return Finished(context, list.status());
-  for (const SessionSnapshot& s : *list) SessionToProto(s, response->add_sessions());
+  for (const SessionSnapshot& s : *list) SessionToProto(*runtime, s, response->add_sessions());
   return Finished(context, absl::OkStatus());
 }
 

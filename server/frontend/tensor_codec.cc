@@ -154,8 +154,8 @@ absl::Status WithWireNames(const absl::Status& status, const AttentionProblem& p
                       absl::StrCat(message, " (", absl::StrJoin(glossary, "; "), ")"));
 }
 
-// RESOURCE_EXHAUSTED when `tokens` x `heads` x head_dim elements exceed the
-// server's per-tensor limit (saturating instead of overflowing).
+}  // namespace
+
 absl::Status CheckTokenLimit(const char* name, const std::string& shape_text, int64_t tokens,
                              int64_t heads, int64_t head_dim, const Limits& limits) {
   int64_t elements = 1;
@@ -173,8 +173,6 @@ absl::Status CheckTokenLimit(const char* name, const std::string& shape_text, in
       name, overflow ? std::string("more than 2^63") : absl::StrCat(elements), shape_text,
       limits.max_tokens_per_request));
 }
-
-}  // namespace
 
 const char* InputName(InputTensor tensor) {
   switch (tensor) {

@@ -55,6 +55,12 @@ absl::StatusOr<RequestSpec> DecodeRequestHeader(const attnserve::v1::AttendReque
 
 // Input tensors of a request, in wire order.
 enum class InputTensor : int { kQ = 0, kK = 1, kV = 2 };
+// RESOURCE_EXHAUSTED naming `name`, its shape and --max_tokens_per_request
+// when `tokens` x `heads` x head_dim elements exceed the server's
+// per-tensor limit (saturating instead of overflowing).
+absl::Status CheckTokenLimit(const char* name, const std::string& shape_text, int64_t tokens,
+                             int64_t heads, int64_t head_dim, const Limits& limits);
+
 const char* InputName(InputTensor tensor);  // "q", "k", "v"
 // Bytes `spec` needs in `tensor`: spec.QBytes() for q, spec.KVBytes() for k, v.
 int64_t InputBytes(const RequestSpec& spec, InputTensor tensor);

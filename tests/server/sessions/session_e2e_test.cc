@@ -1,13 +1,19 @@
-// KV-cache sessions end to end on the CPU backend: a lease, sessions
-// prefilled and decoded over gRPC with every output checked against
-// float64 attention over the session's history, fork and truncate, the
-// lease's end freeing every page, and the refusals (sessions off, pool
-// full, wrong sizes, another caller's lease).
+// KV-cache sessions end to end: a lease, sessions prefilled and decoded
+// over gRPC with every output checked against float64 attention over the
+// session's history, fork and truncate, the lease's end freeing every
+// page, and the refusals (sessions off, pool full, wrong sizes, another
+// caller's lease). Compiled once per backend like e2e_test.cc:
+// ATTN_E2E_BACKEND "cpu" (label cpu: the host page pool) and "cuda"
+// (label gpu: the device page pool, skipped without a GPU).
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "attn/device.h"
 #include "attnserve/v1/attention.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -20,6 +26,12 @@ namespace {
 
 namespace pb = ::attnserve::v1;
 using attn::testing::ServerProcess;
+
+#ifndef ATTN_E2E_BACKEND
+#error "ATTN_E2E_BACKEND must be \"cpu\" or \"cuda\""
+#endif
+constexpr std::string_view kBackend = ATTN_E2E_BACKEND;
+constexpr bool kCuda = kBackend == "cuda";
 
 class Lease {
  public:
@@ -50,11 +62,19 @@ class Lease {
 
 class SessionE2eTest : public ::testing::Test {
  protected:
+  void SetUp() override {
+    if (kCuda && ListCudaDevices().empty()) GTEST_SKIP() << "no CUDA device visible";
+  }
+
+  // The server on this suite's backend (on CUDA one device: sessions serve
+  // one) with `flags`.
   void StartServer(std::vector<std::string> flags) {
     stub_.reset();
     server_.reset();
     ServerProcess::Options options;
-    options.flags = std::move(flags);
+    options.flags = {"--backend=" + std::string(kBackend)};
+    if (kCuda) options.flags.push_back("--devices=0");
+    options.flags.insert(options.flags.end(), flags.begin(), flags.end());
     auto server = ServerProcess::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -111,7 +131,7 @@ constexpr double kTolerance = 2e-2;
 
 TEST_F(SessionE2eTest, PrefillDecodeForkTruncateAgainstFloat64) {
   // 16 KiB pages: 32 tokens of 2 KV heads x 64 per half page.
-  StartServer({"--backend=cpu", "--kv_page_bytes=16384", "--kv_cache_bytes=16777216"});
+  StartServer({"--kv_page_bytes=16384", "--kv_cache_bytes=16777216"});
   Lease lease(*stub_);
   ASSERT_FALSE(lease.id().empty());
   std::string a, b;
@@ -179,9 +199,54 @@ TEST_F(SessionE2eTest, PrefillDecodeForkTruncateAgainstFloat64) {
   EXPECT_EQ(stats.sessions(), 0);
 }
 
+TEST_F(SessionE2eTest, ModelGeometryPromptsOnAndAcrossPageBoundaries) {
+  // The default 128 KiB pages: 32 tokens of 8 KV heads x 128 per half page.
+  StartServer({});
+  Lease lease(*stub_);
+  ASSERT_FALSE(lease.id().empty());
+  const std::vector<int64_t> prompts = {1, 31, 32, 33, 100, 300};
+  std::vector<std::string> ids(prompts.size());
+  for (std::string& id : ids) ASSERT_TRUE(Open(lease.id(), 1, 32, 8, 128, 4096, &id).ok());
+  pb::ListSessionsRequest list;
+  list.set_lease_id(lease.id());
+  pb::ListSessionsResponse listed;
+  grpc::ClientContext list_context;
+  ASSERT_TRUE(stub_->ListSessions(&list_context, list, &listed).ok());
+  ASSERT_EQ(listed.sessions_size(), static_cast<int>(ids.size()));
+  EXPECT_EQ(listed.sessions(0).page_tokens(), 32);
+  EXPECT_EQ(listed.sessions(0).device(), kCuda ? 0 : -1);
+  // Prefill in chunks of at most 128, every session in each call while it
+  // has prompt left; then decode all of them together.
+  double worst = 0;
+  std::vector<int64_t> left = prompts;
+  for (bool more = true; more;) {
+    std::vector<std::pair<std::string, int64_t>> steps;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const int64_t n = std::min<int64_t>(left[i], 128);
+      if (n > 0) steps.push_back({ids[i], n});
+      left[i] -= n;
+    }
+    more = !steps.empty();
+    if (!more) break;
+    grpc::Status status = Step(lease.id(), 0, steps, &worst);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_LT(worst, kTolerance);
+  }
+  for (int token = 0; token < 3; ++token) {
+    std::vector<std::pair<std::string, int64_t>> steps;
+    for (const std::string& id : ids) steps.push_back({id, 1});
+    grpc::Status status = Step(lease.id(), 0, steps, &worst);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_LT(worst, kTolerance) << "decode token " << token;
+  }
+  int64_t cached = 0;
+  for (int64_t p : prompts) cached += p + 3;
+  EXPECT_EQ(Stats().kv_tokens_cached(), cached);
+}
+
 TEST_F(SessionE2eTest, RefusalsNameTheFieldAndHarmNoOne) {
   // 8 pages of 16 KiB.
-  StartServer({"--backend=cpu", "--kv_page_bytes=16384", "--kv_cache_bytes=131072"});
+  StartServer({"--kv_page_bytes=16384", "--kv_cache_bytes=131072"});
   Lease lease(*stub_);
   std::string a, b;
   ASSERT_TRUE(Open(lease.id(), 1, 4, 2, 64, 100000, &a).ok());
@@ -238,7 +303,7 @@ TEST_F(SessionE2eTest, RefusalsNameTheFieldAndHarmNoOne) {
 }
 
 TEST_F(SessionE2eTest, SessionsOffIsFailedPrecondition) {
-  StartServer({"--backend=cpu", "--kv_cache_bytes=0"});
+  StartServer({"--kv_cache_bytes=0"});
   Lease lease(*stub_);
   EXPECT_TRUE(lease.id().empty());
   grpc::Status s = lease.Finish();

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# GPU validation and measurement of KV-cache sessions (issue 32) from a
+# relocatable bundle (deploy/bundle.sh), for a GPU host without gRPC:
+#   1. the gpu-labelled session end-to-end tests (server_session_e2e_gpu_test,
+#      and server_e2e_gpu_test for the stateless paths the CUDA executor
+#      shares, copied into <bundle>/bin), against the bundle's attn_server;
+#   2. attn_cli session --check: 8 sessions of a 32/8-head, d=128 model,
+#      prefilled across page boundaries and decoded, every output checked
+#      against float64 on the host;
+#   3. decode traces with attn_cli session (8 and 64 sessions, 4 layers,
+#      prompt 2048 in chunks of 128, 32 generated), then the 8-session
+#      decode step through plain Attend (B=8, Sq=1, Skv=2048: the whole
+#      cache shipped every call) for the stateless comparison (64 sessions'
+#      cache, 1 GiB per call, is past the default request limits).
+#
+#   run_session_suite.sh <bundle dir> <output dir> [steps: e2e,check,trace]
+set -uo pipefail
+bundle="$(cd "$1" && pwd)"
+out="$2"
+steps="${3:-e2e,check,trace}"
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+status=0
+
+if [[ ",$steps," == *",e2e,"* ]]; then
+  for test in server_session_e2e_gpu_test server_e2e_gpu_test; do
+    echo "== $test, CUDA backend"
+    ATTN_SERVER_BINARY="$bundle/bin/attn_server" "$bundle/bin/$test" >"$out/$test.log" 2>&1 ||
+      status=1
+    grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]' "$out/$test.log" | tail -12
+  done
+fi
+
+# Starts a CUDA-backend server with a 4 GiB page pool; sets $address.
+start_server() {
+  rm -f "$out/port"
+  "$bundle/bin/attn_server" --backend=cuda --devices=0 --listen=127.0.0.1:0 \
+    --port_file="$out/port" --kv_cache_bytes=$((4 << 30)) --log_level=info \
+    >"$out/$1.server.log" 2>&1 &
+  server=$!
+  for _ in $(seq 1 300); do [ -s "$out/port" ] && break; sleep 0.2; done
+  address="127.0.0.1:$(cat "$out/port")"
+}
+stop_server() {
+  kill -TERM "$server"
+  wait "$server" || { echo "attn_server exited non-zero"; status=1; }
+}
+
+if [[ ",$steps," == *",check,"* ]]; then
+  echo "== attn_cli session --check, 8 sessions, L=2, 32/8 heads, d=128, prompt 300"
+  start_server check
+  "$bundle/bin/attn_cli" session --address="$address" --session_shape=2,32,8,128 --sessions=8 \
+    --prompt=300 --chunk=128 --generate=8 --check --tolerance=0.02 2>&1 | tee "$out/check.txt" ||
+    status=1
+  stop_server
+fi
+
+if [[ ",$steps," == *",trace,"* ]]; then
+  start_server trace
+  for n in 8 64; do
+    echo "== decode trace: $n sessions x (L=4, 32/8 heads, d=128), prompt 2048, 32 generated"
+    "$bundle/bin/attn_cli" session --address="$address" --session_shape=4,32,8,128 \
+      --sessions=$n --prompt=2048 --chunk=128 --generate=32 2>&1 |
+      tee "$out/trace_sessions_$n.txt" || status=1
+  done
+  echo "== the 8-session decode step stateless: Attend B=8, Sq=1, Skv=2048 (K and V shipped)"
+  "$bundle/bin/attn_cli" attend --address="$address" --shape=8,1,32,128 \
+    --kv_shape=8,2048,8,128 --causal --repeat=20 2>&1 | tee "$out/trace_stateless.txt" ||
+    status=1
+  "$bundle/bin/attn_cli" stats --address="$address" >"$out/trace_stats.txt" 2>&1
+  stop_server
+fi
+exit $status
