@@ -13,7 +13,13 @@
 #      cache shipped every call) for the stateless comparison (64 sessions'
 #      cache, 1 GiB per call, is past the default request limits).
 #
-#   run_session_suite.sh <bundle dir> <output dir> [steps: e2e,check,trace]
+#   4. (step bar, not by default) issue 32's trace: 64 sessions, GQA 32/8,
+#      d=128, prompt 8192 in chunks of 128, 64 generated, $BAR_LAYERS layers
+#      (default 8), the pool --kv_cache_memory_fraction=0.9 of free device
+#      memory; the server's request log summarized per call
+#      (session_log_summary.py: server time against kernel time).
+#
+#   run_session_suite.sh <bundle dir> <output dir> [steps: e2e,check,trace,bar]
 set -uo pipefail
 bundle="$(cd "$1" && pwd)"
 out="$2"
@@ -31,12 +37,17 @@ if [[ ",$steps," == *",e2e,"* ]]; then
   done
 fi
 
-# Starts a CUDA-backend server with a 4 GiB page pool; sets $address.
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+# Starts a CUDA-backend server (a 4 GiB page pool unless other flags follow
+# the log's name); sets $address.
 start_server() {
+  local name="$1"
+  shift
   rm -f "$out/port"
   "$bundle/bin/attn_server" --backend=cuda --devices=0 --listen=127.0.0.1:0 \
-    --port_file="$out/port" --kv_cache_bytes=$((4 << 30)) --log_level=info \
-    >"$out/$1.server.log" 2>&1 &
+    --port_file="$out/port" --kv_cache_bytes=$((4 << 30)) --log_level=info "$@" \
+    >"$out/$name.server.log" 2>&1 &
   server=$!
   for _ in $(seq 1 300); do [ -s "$out/port" ] && break; sleep 0.2; done
   address="127.0.0.1:$(cat "$out/port")"
@@ -69,5 +80,17 @@ if [[ ",$steps," == *",trace,"* ]]; then
     status=1
   "$bundle/bin/attn_cli" stats --address="$address" >"$out/trace_stats.txt" 2>&1
   stop_server
+fi
+if [[ ",$steps," == *",bar,"* ]]; then
+  layers="${BAR_LAYERS:-8}"
+  echo "== issue 32's trace: 64 sessions x (L=$layers, 32/8 heads, d=128), prompt 8192, 64 generated"
+  start_server bar --kv_cache_memory_fraction=0.9
+  grep -E "KV-cache sessions:|ready:" "$out/bar.server.log"
+  nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader
+  "$bundle/bin/attn_cli" session --address="$address" --session_shape="$layers,32,8,128" \
+    --sessions=64 --prompt=8192 --chunk=128 --generate=64 2>&1 | tee "$out/bar_sessions.txt" ||
+    status=1
+  stop_server
+  python3 "$here/session_log_summary.py" "$out/bar.server.log" --skip 2 | tee "$out/bar_summary.md"
 fi
 exit $status

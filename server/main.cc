@@ -45,6 +45,11 @@ ABSL_FLAG(int, max_regions_per_lease, attn::server::ServerOptions{}.max_regions_
 ABSL_FLAG(int64_t, kv_cache_bytes, attn::server::ServerOptions{}.kv_cache_bytes,
           "Bytes of the KV-cache page pool of sessions (HoldSessions; the CPU backend's host "
           "memory); 0 turns sessions off.");
+ABSL_FLAG(double, kv_cache_memory_fraction,
+          attn::server::ServerOptions{}.kv_cache_memory_fraction,
+          "CUDA backend: the KV-cache page pool takes this fraction (0 to 0.95) of the device "
+          "memory free after the streams' buffers, instead of --kv_cache_bytes; 0 = use "
+          "--kv_cache_bytes.");
 ABSL_FLAG(int64_t, kv_page_bytes, attn::server::ServerOptions{}.kv_page_bytes,
           "Bytes of one KV-cache page (K and V halves of one layer of one session).");
 ABSL_FLAG(double, session_idle_timeout_s, attn::server::ServerOptions{}.session_idle_timeout_s,
@@ -231,6 +236,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   options->max_regions_per_lease = absl::GetFlag(FLAGS_max_regions_per_lease);
   options->kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_bytes);
   options->kv_page_bytes = absl::GetFlag(FLAGS_kv_page_bytes);
+  options->kv_cache_memory_fraction = absl::GetFlag(FLAGS_kv_cache_memory_fraction);
   options->session_idle_timeout_s = absl::GetFlag(FLAGS_session_idle_timeout_s);
   options->max_session_tokens = absl::GetFlag(FLAGS_max_session_tokens);
   options->max_steps_per_call = absl::GetFlag(FLAGS_max_steps_per_call);
@@ -331,6 +337,12 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   if (options->kv_page_bytes % 256 != 0) {
     *error = "--kv_page_bytes is " + std::to_string(options->kv_page_bytes) +
              "; it must be a multiple of 256 (pages and their halves start 16-byte aligned)";
+    return false;
+  }
+  if (!(options->kv_cache_memory_fraction >= 0.0 && options->kv_cache_memory_fraction <= 0.95)) {
+    *error = "--kv_cache_memory_fraction is " +
+             std::to_string(options->kv_cache_memory_fraction) +
+             "; it must be between 0 (use --kv_cache_bytes) and 0.95";
     return false;
   }
   if (!(options->session_idle_timeout_s >= 0.0)) {

@@ -102,6 +102,10 @@ absl::StatusOr<BackendSetup> CreateCpuBackend(const ServerOptions& options, std:
   for (int i = 0; i < options.cpu_workers; ++i) {
     setup.executors.push_back(std::make_unique<CpuExecutor>(options.cpu_threads));
   }
+  if (options.kv_cache_memory_fraction > 0) {
+    LOGF(kWarning, "--kv_cache_memory_fraction is for the CUDA backend; the CPU backend's pool "
+         "is --kv_cache_bytes");
+  }
   if (const int64_t pages = SessionPoolPages(options, &setup.sessions_off_reason); pages > 0) {
     setup.session_memory = HostSessionMemory(pages, options.kv_page_bytes);
   }
@@ -133,7 +137,11 @@ absl::StatusOr<BackendSetup> CreateCudaBackend(const ServerOptions& options, std
   cuda.staging_chunk_bytes = options.staging_chunk_bytes;
   // Sessions on one device: a session's steps must run where its pages
   // are, and the scheduler gives any job to any stream.
-  int64_t session_pages = SessionPoolPages(options, &setup.sessions_off_reason);
+  // With a fraction of free memory the pages are known only after the
+  // streams' buffers: the tables are sized for the largest pool.
+  const bool by_fraction = options.kv_cache_memory_fraction > 0;
+  int64_t session_pages =
+      by_fraction ? INT32_MAX : SessionPoolPages(options, &setup.sessions_off_reason);
   if (session_pages > 0 && setup.devices.size() != 1) {
     setup.sessions_off_reason = absl::StrCat(
         "KV-cache sessions serve one CUDA device in this version; this server serves ",
@@ -149,9 +157,10 @@ absl::StatusOr<BackendSetup> CreateCudaBackend(const ServerOptions& options, std
   ASSIGN_OR_RETURN(setup.executors, CreateCudaExecutors(cuda));
   // After the streams' buffers, which the server cannot run without.
   if (session_pages > 0) {
-    ASSIGN_OR_RETURN(setup.session_memory, CreateCudaSessionMemory(setup.devices.front(),
-                                                                   session_pages,
-                                                                   options.kv_page_bytes));
+    ASSIGN_OR_RETURN(setup.session_memory,
+                     CreateCudaSessionMemory(setup.devices.front(), options.kv_cache_bytes,
+                                             options.kv_cache_memory_fraction,
+                                             options.kv_page_bytes));
   }
   setup.region_backend = CreateCudaRegionBackend();
   setup.choice_reason = std::move(reason);

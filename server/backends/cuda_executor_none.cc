@@ -15,7 +15,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
 std::string CudaVersionString() { return "no CUDA"; }
 
 absl::StatusOr<std::unique_ptr<SessionMemory>> CreateCudaSessionMemory(const DeviceInfo&, int64_t,
-                                                                       int64_t) {
+                                                                       double, int64_t) {
   return absl::FailedPreconditionError("this attn_server was built without CUDA");
 }
 

@@ -48,10 +48,24 @@ class CudaMemory final : public SessionMemory {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SessionMemory>> CreateCudaSessionMemory(const DeviceInfo& device,
-                                                                       int64_t num_pages,
+                                                                       int64_t pool_bytes,
+                                                                       double free_fraction,
                                                                        int64_t page_bytes) {
   const int ordinal = device.ordinal;
   CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal), ordinal);
+  const char* flag = "--kv_cache_bytes";
+  if (free_fraction > 0) {
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), ordinal);
+    pool_bytes = static_cast<int64_t>(static_cast<double>(free_bytes) * free_fraction);
+    flag = "--kv_cache_memory_fraction";
+  }
+  const int64_t num_pages = PoolPages(pool_bytes, page_bytes);
+  if (num_pages < 1) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "cuda:%d: %s gives the KV-cache pool %d bytes, not one page of %d (--kv_page_bytes)",
+        ordinal, flag, pool_bytes, page_bytes));
+  }
   const size_t bytes = static_cast<size_t>(num_pages * page_bytes);
   absl::StatusOr<DeviceBuffer> memory = AllocateDevice(bytes, ordinal);
   if (!memory.ok()) {
@@ -59,9 +73,9 @@ absl::StatusOr<std::unique_ptr<SessionMemory>> CreateCudaSessionMemory(const Dev
     size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "cuda:%d (%s): the KV-cache page pool of %.0f MiB (--kv_cache_bytes) does not fit "
-        "beside the streams' buffers (%.0f MiB free): %s",
-        ordinal, device.name, bytes / 1048576.0, free_bytes / 1048576.0,
+        "cuda:%d (%s): the KV-cache page pool of %.0f MiB (%s) does not fit beside the "
+        "streams' buffers (%.0f MiB free): %s",
+        ordinal, device.name, bytes / 1048576.0, flag, free_bytes / 1048576.0,
         memory.status().message()));
   }
   ASSIGN_OR_RETURN(CudaStream stream, CreateStream(ordinal));

@@ -16,9 +16,12 @@
 
 namespace attn::server {
 
-// RESOURCE_EXHAUSTED naming --kv_cache_bytes when the device has no room.
+// `pool_bytes` of pages of `page_bytes`, or with `free_fraction` > 0 that
+// fraction of the device's free memory. RESOURCE_EXHAUSTED naming the flag
+// when the device has no room (or the fraction holds no page).
 absl::StatusOr<std::unique_ptr<SessionMemory>> CreateCudaSessionMemory(const DeviceInfo& device,
-                                                                       int64_t num_pages,
+                                                                       int64_t pool_bytes,
+                                                                       double free_fraction,
                                                                        int64_t page_bytes);
 
 }  // namespace attn::server

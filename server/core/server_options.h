@@ -228,9 +228,11 @@ struct ServerOptions {
   // sessions off), each page's bytes (K and V halves; a session's tokens per
   // page are the largest power of two whose rows fit half of one: 32 at
   // 8 KV heads x 128 bf16), the idle time after which a session is closed
-  // (0: never), and the bounds of one session and one step call. The CPU
-  // backend only for now (a host pool).
+  // (0: never), and the bounds of one session and one step call. On the
+  // CUDA backend kv_cache_memory_fraction > 0 sizes the pool instead: that
+  // fraction of the device memory free after the streams' buffers.
   int64_t kv_cache_bytes = int64_t{256} << 20;
+  double kv_cache_memory_fraction = 0;
   int64_t kv_page_bytes = int64_t{128} << 10;
   double session_idle_timeout_s = 600;
   int64_t max_session_tokens = int64_t{1} << 20;
