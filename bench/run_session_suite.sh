@@ -16,7 +16,8 @@
 #   4. (step bar, not by default) issue 32's trace: 64 sessions, GQA 32/8,
 #      d=128, prompt 8192 in chunks of 128, 64 generated, $BAR_LAYERS layers
 #      (default 8), the pool --kv_cache_memory_fraction=0.9 of free device
-#      memory; the server's request log summarized per call
+#      memory; once as one batch of 64 and once as $BAR_BATCHES (default 2)
+#      batches in flight; the server's request log summarized per call
 #      (session_log_summary.py: server time against kernel time).
 #
 #   run_session_suite.sh <bundle dir> <output dir> [steps: e2e,check,trace,bar]
@@ -87,9 +88,12 @@ if [[ ",$steps," == *",bar,"* ]]; then
   start_server bar --kv_cache_memory_fraction=0.9
   grep -E "KV-cache sessions:|ready:" "$out/bar.server.log"
   nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader
-  "$bundle/bin/attn_cli" session --address="$address" --session_shape="$layers,32,8,128" \
-    --sessions=64 --prompt=8192 --chunk=128 --generate=64 2>&1 | tee "$out/bar_sessions.txt" ||
-    status=1
+  for batches in 1 "${BAR_BATCHES:-2}"; do
+    echo "-- $batches batch(es) in flight"
+    "$bundle/bin/attn_cli" session --address="$address" --session_shape="$layers,32,8,128" \
+      --sessions=64 --batches="$batches" --prompt=8192 --chunk=128 --generate=64 2>&1 |
+      tee "$out/bar_sessions_$batches.txt" || status=1
+  done
   stop_server
   python3 "$here/session_log_summary.py" "$out/bar.server.log" --skip 2 | tee "$out/bar_summary.md"
 fi

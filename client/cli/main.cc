@@ -7,7 +7,7 @@
 //                    [--out=o.npy] [--check] [--repeat=N] [--kernel=NAME]
 //                    [--shared_memory=system]
 //   attn_cli session [--session_shape=L,H,Hkv,D] [--sessions=N] [--prompt=P]
-//                    [--chunk=C] [--generate=G] [--check]
+//                    [--chunk=C] [--generate=G] [--batches=N] [--check]
 //   attn_cli kernels [--json]
 //   attn_cli info    [--json]
 //   attn_cli stats   [--json]
@@ -74,6 +74,9 @@ ABSL_FLAG(int64_t, sessions, 2, "session: sessions stepped together (one call pe
 ABSL_FLAG(int64_t, prompt, 100, "session: tokens prefilled per session.");
 ABSL_FLAG(int64_t, chunk, 64, "session: prefill chunk (tokens per session per call).");
 ABSL_FLAG(int64_t, generate, 16, "session: decode steps, one token per session each.");
+ABSL_FLAG(int64_t, batches, 1,
+          "session: independent batches the sessions are dealt into, each stepped by a thread of "
+          "its own (batches in flight), 1 to --sessions.");
 ABSL_FLAG(int64_t, check_rows, 256,
           "attend --check: query rows compared per (batch, head), evenly spaced; 0 = all "
           "(the float64 reference costs O(S^2 D) per head when complete).");
@@ -197,10 +200,16 @@ bool SessionOptionsFromFlags(attn::cli::SessionCommandOptions* options) {
   options->prompt = absl::GetFlag(FLAGS_prompt);
   options->chunk = absl::GetFlag(FLAGS_chunk);
   options->generate = absl::GetFlag(FLAGS_generate);
+  options->batches = absl::GetFlag(FLAGS_batches);
   if (options->sessions < 1 || options->prompt < 0 || options->chunk < 1 ||
       options->generate < 0 || options->prompt + options->generate < 1) {
     std::cerr << "session: --sessions and --chunk must be >= 1, --prompt and --generate >= 0 "
                  "and not both 0\n";
+    return false;
+  }
+  if (options->batches < 1 || options->batches > options->sessions) {
+    std::cerr << "session: --batches is " << options->batches << "; it must be 1 to --sessions ("
+              << options->sessions << ")\n";
     return false;
   }
   options->check = absl::GetFlag(FLAGS_check);

@@ -2,7 +2,11 @@
 // N sessions prefilled in chunks and then decoded token by token, each step
 // one AttendSessions call per layer for all N — with its latency, the bytes
 // it put on the wire per generated token, and with --check every output
-// compared with float64 attention over the session's whole history.
+// compared with float64 attention over the session's whole history. With
+// `batches` > 1 the sessions are split into that many independent batches,
+// each stepped by a thread of its own (batches in flight, as a serving
+// engine overlaps micro-batches), and tokens/s is over the decode phase's
+// wall time.
 #ifndef ATTN_CLIENT_CLI_SESSION_COMMAND_H_
 #define ATTN_CLIENT_CLI_SESSION_COMMAND_H_
 
@@ -20,6 +24,7 @@ struct SessionCommandOptions {
   int64_t prompt = 100;  // tokens prefilled per session, in chunks of `chunk`
   int64_t chunk = 64;
   int64_t generate = 16;  // decode steps (one token per session each)
+  int64_t batches = 1;    // independent batches in flight, 1 to `sessions`
   bool check = false;
   // --check: the largest accepted absolute error of an output element (and
   // of the LSE / 8) against float64.

@@ -11,23 +11,40 @@ namespace {
 
 namespace pb = ::attnserve::v1;
 
-std::string Pack(const std::vector<float>& values) {
-  std::string bytes(values.size() * 2, '\0');
-  for (size_t i = 0; i < values.size(); ++i) {
-    const uint16_t bits = FloatToBf16Bits(values[i]);
-    bytes[2 * i] = static_cast<char>(bits & 0xFF);
-    bytes[2 * i + 1] = static_cast<char>(bits >> 8);
-  }
-  return bytes;
-}
-
 float Unpack(const std::string& bytes, size_t index) {
   const uint16_t bits = static_cast<uint16_t>(static_cast<uint8_t>(bytes[2 * index]) |
                                               (static_cast<uint8_t>(bytes[2 * index + 1]) << 8));
   return Bf16BitsToFloat(bits);
 }
 
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 }  // namespace
+
+SessionModel::SessionModel(uint32_t seed) : rng_state_(seed), bf16_of_draw_(1 << 16) {
+  for (size_t i = 0; i < bf16_of_draw_.size(); ++i) {
+    bf16_of_draw_[i] = FloatToBf16Bits(-1.0f + (static_cast<float>(i) + 0.5f) / 32768.0f);
+  }
+}
+
+std::string SessionModel::RandomBf16(size_t count) {
+  std::string bytes(count * 2, '\0');
+  char* out = bytes.data();
+  for (size_t i = 0; i < count; i += 4) {
+    uint64_t draw = SplitMix64(rng_state_);
+    for (size_t j = i; j < std::min(count, i + 4); ++j, draw >>= 16) {
+      const uint16_t bits = bf16_of_draw_[draw & 0xFFFF];
+      out[2 * j] = static_cast<char>(bits & 0xFF);
+      out[2 * j + 1] = static_cast<char>(bits >> 8);
+    }
+  }
+  return bytes;
+}
 
 void SessionModel::Add(const std::string& id, const Geometry& g) {
   histories_[id] = History{g, std::vector<std::vector<float>>(static_cast<size_t>(g.layers)),
@@ -56,11 +73,6 @@ pb::AttendSessionsRequest SessionModel::NewStep(
   const Geometry& g = histories_.at(steps.front().first).g;
   int64_t n = 0;
   for (const auto& s : steps) n += s.second;
-  std::vector<float> q(static_cast<size_t>(n * g.hq * g.d));
-  std::vector<float> k(static_cast<size_t>(n * g.hkv * g.d)), v(k.size());
-  for (std::vector<float>* t : {&q, &k, &v}) {
-    for (float& x : *t) x = Bf16BitsToFloat(FloatToBf16Bits(dist_(rng_)));
-  }
   pb::AttendSessionsRequest request;
   request.set_layer(static_cast<int32_t>(layer));
   for (const auto& s : steps) {
@@ -68,9 +80,9 @@ pb::AttendSessionsRequest SessionModel::NewStep(
     step->set_session_id(s.first);
     step->set_tokens(s.second);
   }
-  request.set_q(Pack(q));
-  request.set_k(Pack(k));
-  request.set_v(Pack(v));
+  request.set_q(RandomBf16(static_cast<size_t>(n * g.hq * g.d)));
+  request.set_k(RandomBf16(static_cast<size_t>(n * g.hkv * g.d)));
+  request.set_v(RandomBf16(static_cast<size_t>(n * g.hkv * g.d)));
   request.set_return_lse(true);
   return request;
 }

@@ -15,7 +15,6 @@
 
 #include <cstdint>
 #include <map>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,7 +29,7 @@ class SessionModel {
     int64_t layers = 1, hq = 1, hkv = 1, d = 64;
   };
 
-  explicit SessionModel(uint32_t seed = 42) : rng_(seed) {}
+  explicit SessionModel(uint32_t seed = 42);
 
   void Add(const std::string& id, const Geometry& g);
   // A fork: `child` starts with `parent`'s history.
@@ -56,9 +55,16 @@ class SessionModel {
     Geometry g;
     std::vector<std::vector<float>> k, v;  // per layer: [tokens, hkv, d]
   };
+  // `count` random bf16 values, uniform on [-1, 1), packed little-endian.
+  std::string RandomBf16(size_t count);
+
   std::map<std::string, History> histories_;
-  std::mt19937 rng_;
-  std::uniform_real_distribution<float> dist_{-1.0f, 1.0f};
+  // splitmix64's state, and the bf16 pattern of each 16-bit draw: four
+  // values per 64-bit draw with no float work, where mt19937 with
+  // uniform_real_distribution made a 64-session prefill chunk (50 M
+  // values) cost the client ~0.2 s a call, the trace's bound.
+  uint64_t rng_state_;
+  std::vector<uint16_t> bf16_of_draw_;
 };
 
 }  // namespace attn::tools

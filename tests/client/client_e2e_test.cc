@@ -305,6 +305,24 @@ TEST_F(ClientE2eTest, CliAttendChecksAndPrintsTheBreakdown) {
   EXPECT_TRUE(absl::StrContains(sampled.out, "7 of 300 query rows per head")) << sampled.out;
 }
 
+TEST_F(ClientE2eTest, CliSessionChecksBatchesInFlightAgainstFloat64) {
+  // 5 sessions dealt into 2 batches, stepped by two threads at once:
+  // prefill in chunks, then decode, every output checked against float64.
+  const CommandResult r =
+      RunCli({"session", "--address=" + server_->address(), "--session_shape=2,4,2,16",
+              "--sessions=5", "--batches=2", "--prompt=70", "--chunk=32", "--generate=3",
+              "--check", "--seed=7"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "5 sessions in 2 batch(es) in flight")) << r.out;
+  // 2 batches x 3 prefill chunks x 2 layers; 2 batches x 3 steps x 2 layers.
+  EXPECT_TRUE(absl::StrContains(r.out, "prefill: 12 calls")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "decode:  12 calls")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "): ok")) << r.out;
+  const CommandResult usage = RunCli({"session", "--sessions=2", "--batches=3"});
+  EXPECT_EQ(usage.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(usage.err, "--batches is 3")) << usage.err;
+}
+
 TEST_F(ClientE2eTest, CliNpyRoundTripForFp16AndBf16) {
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
     const AttentionInputs in = MakeRandomInputs({1, 24, 2, 32}, dtype, 11);
