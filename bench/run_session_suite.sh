@@ -7,8 +7,9 @@
 #   2. attn_cli session --check: 8 sessions of a 32/8-head, d=128 model,
 #      prefilled across page boundaries and decoded, every output checked
 #      against float64 on the host;
-#   3. decode traces with attn_cli session (8 and 64 sessions, 4 layers,
-#      prompt 2048 in chunks of 128, 32 generated), then the 8-session
+#   3. decode traces with attn_cli session (8 and 64 sessions, and 64 in two
+#      batches in flight; 4 layers, prompt 2048 in chunks of 128, 32
+#      generated), then the 8-session
 #      decode step through plain Attend (B=8, Sq=1, Skv=2048: the whole
 #      cache shipped every call) for the stateless comparison (64 sessions'
 #      cache, 1 GiB per call, is past the default request limits).
@@ -69,11 +70,13 @@ fi
 
 if [[ ",$steps," == *",trace,"* ]]; then
   start_server trace
-  for n in 8 64; do
-    echo "== decode trace: $n sessions x (L=4, 32/8 heads, d=128), prompt 2048, 32 generated"
+  for run in 8,1 64,1 64,2; do
+    n="${run%,*}" batches="${run#*,}"
+    echo "== decode trace: $n sessions in $batches batch(es) x (L=4, 32/8 heads, d=128)," \
+      "prompt 2048, 32 generated"
     "$bundle/bin/attn_cli" session --address="$address" --session_shape=4,32,8,128 \
-      --sessions=$n --prompt=2048 --chunk=128 --generate=32 2>&1 |
-      tee "$out/trace_sessions_$n.txt" || status=1
+      --sessions="$n" --batches="$batches" --prompt=2048 --chunk=128 --generate=32 2>&1 |
+      tee "$out/trace_sessions_${n}_$batches.txt" || status=1
   done
   echo "== the 8-session decode step stateless: Attend B=8, Sq=1, Skv=2048 (K and V shipped)"
   "$bundle/bin/attn_cli" attend --address="$address" --shape=8,1,32,128 \
