@@ -30,6 +30,7 @@
 #include "attn/command_line.h"
 #include "connection_flags.h"
 #include "exit_codes.h"
+#include "large_allocations.h"
 #include "problem_flags.h"
 #include "query_commands.h"
 #include "session_command.h"
@@ -221,6 +222,7 @@ bool SessionOptionsFromFlags(attn::cli::SessionCommandOptions* options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  attn::tools::KeepLargeAllocationsInTheHeap();
   const std::vector<char*> args =
       attn::ParseCommandLine(argc, argv, attn::tools::ToolCommandLine("attn_cli", kUsage));
   if (args.size() != 2) {

@@ -37,6 +37,7 @@
 #include "attn/client/attention_client.h"
 #include "attn/command_line.h"
 #include "connection_flags.h"
+#include "large_allocations.h"
 #include "latency_plot.h"
 #include "level_runner.h"
 #include "level_summary.h"
@@ -154,6 +155,7 @@ std::string OutputPath(const std::string& explicit_path, const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  attn::tools::KeepLargeAllocationsInTheHeap();
   const std::vector<char*> positional =
       attn::ParseCommandLine(argc, argv, attn::tools::ToolCommandLine("attn_loadgen", kUsage));
   if (positional.size() > 1) return Usage(absl::StrCat("unexpected argument '", positional[1], "'"));
