@@ -90,6 +90,18 @@ double RunBatches(AttentionClient& client, const SessionCommandOptions& o,
   return absl::ToDoubleSeconds(absl::Now() - start);
 }
 
+// Prints each failed batch's status; true when one failed.
+bool ReportFailures(const std::vector<Batch>& batches, std::ostream& err) {
+  bool failed = false;
+  for (const Batch& batch : batches) {
+    if (!batch.status.ok()) {
+      err << "session: " << batch.status << "\n";
+      failed = true;
+    }
+  }
+  return failed;
+}
+
 }  // namespace
 
 int RunSession(AttentionClient& client, const SessionCommandOptions& o, std::ostream& out,
@@ -129,27 +141,19 @@ int RunSession(AttentionClient& client, const SessionCommandOptions& o, std::ost
   }
   RunBatches(client, o, chunks, false, batches);
   double decode_s = 0;
-  bool failed = false;
-  for (const Batch& batch : batches) {
-    if (!batch.status.ok()) {
-      err << "session: " << batch.status << "\n";
-      failed = true;
-    }
-  }
+  bool failed = ReportFailures(batches, err);
   if (!failed) {
     decode_s = RunBatches(client, o, std::vector<int64_t>(static_cast<size_t>(o.generate), 1),
                           true, batches);
+    failed = ReportFailures(batches, err);
   }
   close_all();
+  if (failed) return kExitFailure;
   std::vector<double> prefill_ms, decode_ms, decode_kernel_ms;
   int64_t decode_wire_bytes = 0;
   double worst = 0;
   std::string backend;
   for (const Batch& batch : batches) {
-    if (!failed && !batch.status.ok()) {
-      err << "session: " << batch.status << "\n";
-      failed = true;
-    }
     prefill_ms.insert(prefill_ms.end(), batch.prefill_ms.begin(), batch.prefill_ms.end());
     decode_ms.insert(decode_ms.end(), batch.decode_ms.begin(), batch.decode_ms.end());
     decode_kernel_ms.insert(decode_kernel_ms.end(), batch.decode_kernel_ms.begin(),
@@ -158,7 +162,6 @@ int RunSession(AttentionClient& client, const SessionCommandOptions& o, std::ost
     worst = std::max(worst, batch.worst);
     if (!batch.backend.empty()) backend = batch.backend;
   }
-  if (failed) return kExitFailure;
 
   const int64_t generated = o.sessions * o.generate;
   out << absl::StrFormat(
