@@ -1,18 +1,19 @@
 // fuzz/attend_request_fuzzer.cc
 //
-// attn_server's unary request path on arbitrary bytes: AttendRequestReader
+// attn_server's unary request paths on arbitrary bytes: SlicedRequestReader
 // (the server's own parser, which leaves q, k and v in the received slices)
-// and the codec's checks (DecodeAttendRequest, tensor_codec.h).
+// for AttendRequest and AttendSessionsRequest, and the codec's checks
+// (DecodeAttendRequest, tensor_codec.h).
 //
 // Input: byte 0 picks the slice size (byte + 1), the rest is the body, cut
 // into slices of that size as gRPC might have received it.
 //
 // Asserted, for every input (a failure aborts; libFuzzer reports a crash):
 //   1. the reader accepts exactly the bodies protobuf's generated parser
-//      accepts;
+//      accepts (read as either message);
 //   2. when it does, it yields the same fields: its header equals the
 //      generated message without q, k and v, and q, k, v have the same bytes;
-//   3. decoding the reader's result and the generated message gives the same
+//   3. (AttendRequest) decoding the reader's result and the generated message gives the same
 //      status (code and message) and, when OK, the same request;
 //   4. a refusal is one of the codes the codec documents, with a message.
 #include <algorithm>
@@ -24,7 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "attnserve/v1/attention.pb.h"
-#include "frontend/attend_request_reader.h"
+#include "frontend/sliced_request_reader.h"
 #include "frontend/tensor_codec.h"
 #include "fuzz_check.h"
 #include "google/protobuf/util/field_comparator.h"
@@ -37,8 +38,8 @@
 namespace {
 
 namespace pb = ::attnserve::v1;
-using attn::server::AttendRequestReader;
 using attn::server::RequestSpec;
+using attn::server::SlicedRequestReader;
 
 void CheckSameSpec(const RequestSpec& a, const RequestSpec& b) {
   FUZZ_CHECK(a.request_id == b.request_id, "request_id");
@@ -50,6 +51,37 @@ void CheckSameSpec(const RequestSpec& a, const RequestSpec& b) {
              "varlen totals");
   FUZZ_CHECK(a.cu_seqlens_q == b.cu_seqlens_q && a.cu_seqlens_k == b.cu_seqlens_k, "cu_seqlens");
   FUZZ_CHECK(a.kernel == b.kernel, "kernel");
+}
+
+// Asserts 1 and 2 for `Request` (a message with bytes q, k, v); whether it
+// parsed, with `reader` and `generated` filled.
+template <typename Request>
+bool CheckSameAsGenerated(const grpc::ByteBuffer& buffer, const std::string& body, size_t slice,
+                          SlicedRequestReader<Request>* reader, Request* generated) {
+  // 1. The same verdict.
+  const bool read = reader->Parse(buffer);
+  const bool parsed = generated->ParseFromString(body);
+  FUZZ_CHECK(read == parsed, "%s: reader %d, generated parser %d (%zu bytes in slices of %zu)",
+             std::string(Request::descriptor()->name()).c_str(), read, parsed, body.size(), slice);
+  if (!read) return false;
+
+  // 2. The same fields.
+  FUZZ_CHECK(attn::fuzz::Bytes(reader->q()) == generated->q(), "q");
+  FUZZ_CHECK(attn::fuzz::Bytes(reader->k()) == generated->k(), "k");
+  FUZZ_CHECK(attn::fuzz::Bytes(reader->v()) == generated->v(), "v");
+  Request without_tensors = *generated;
+  without_tensors.clear_q();
+  without_tensors.clear_k();
+  without_tensors.clear_v();
+  // A NaN float (softmax_scale) read by both is the same field, though it
+  // compares unequal to itself.
+  google::protobuf::util::DefaultFieldComparator comparator;
+  comparator.set_treat_nan_as_equal(true);
+  google::protobuf::util::MessageDifferencer differencer;
+  differencer.set_field_comparator(&comparator);
+  FUZZ_CHECK(differencer.Compare(reader->header(), without_tensors), "header:\n%s\nvs\n%s",
+             reader->header().DebugString().c_str(), without_tensors.DebugString().c_str());
+  return true;
 }
 
 }  // namespace
@@ -70,31 +102,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const grpc::ByteBuffer buffer(slices.data(), slices.size());
 
-  // 1. The same verdict.
-  AttendRequestReader reader;
-  const bool read = reader.Parse(buffer);
+  // 1 and 2, for the step call's message (its own reader is the same
+  // template: this checks its field numbers and instantiation).
+  {
+    SlicedRequestReader<pb::AttendSessionsRequest> step_reader;
+    pb::AttendSessionsRequest step_generated;
+    CheckSameAsGenerated(buffer, body, slice, &step_reader, &step_generated);
+  }
+  SlicedRequestReader<pb::AttendRequest> reader;
   pb::AttendRequest generated;
-  const bool parsed = generated.ParseFromString(body);
-  FUZZ_CHECK(read == parsed, "reader %d, generated parser %d (%zu bytes in slices of %zu)", read,
-             parsed, body.size(), slice);
-  if (!read) return 0;
-
-  // 2. The same fields.
-  FUZZ_CHECK(attn::fuzz::Bytes(reader.q()) == generated.q(), "q");
-  FUZZ_CHECK(attn::fuzz::Bytes(reader.k()) == generated.k(), "k");
-  FUZZ_CHECK(attn::fuzz::Bytes(reader.v()) == generated.v(), "v");
-  pb::AttendRequest without_tensors = generated;
-  without_tensors.clear_q();
-  without_tensors.clear_k();
-  without_tensors.clear_v();
-  // A NaN float (softmax_scale) read by both is the same field, though it
-  // compares unequal to itself.
-  google::protobuf::util::DefaultFieldComparator comparator;
-  comparator.set_treat_nan_as_equal(true);
-  google::protobuf::util::MessageDifferencer differencer;
-  differencer.set_field_comparator(&comparator);
-  FUZZ_CHECK(differencer.Compare(reader.header(), without_tensors), "header:\n%s\nvs\n%s",
-             reader.header().DebugString().c_str(), without_tensors.DebugString().c_str());
+  if (!CheckSameAsGenerated(buffer, body, slice, &reader, &generated)) return 0;
 
   // 3. The same decoding. Small limits keep sizes (and messages) realistic
   // for both paths alike.

@@ -27,7 +27,7 @@ namespace attn::server {
 
 enum class SourceKind {
   // Host pieces of the request message, in order: the slices gRPC received
-  // a unary request into (frontend/attend_request_reader.h), or the buffer
+  // a unary request into (frontend/sliced_request_reader.h), or the buffer
   // an AttendStream call assembled. Pieces that gRPC read into the pinned
   // heap's arena go to the device by DMA, the rest through staging (the
   // CUDA executor's routing decides, per piece).

@@ -9,7 +9,7 @@
 #include "absl/time/clock.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/proto_buffer_writer.h"
-#include "frontend/attend_request_reader.h"
+#include "frontend/sliced_request_reader.h"
 #include "frontend/attend_stream_reactor.h"
 #include "frontend/make_job.h"
 #include "frontend/peer_identity.h"
@@ -57,7 +57,7 @@ class AttendReactor final : public grpc::ServerUnaryReactor {
   void Start() {
     const size_t body_bytes = request_bytes_->Length();
     // The tensors stay in the slices gRPC received them into; the executor
-    // copies them from there once (attend_request_reader.h).
+    // copies them from there once (sliced_request_reader.h).
     if (!reader_.Parse(*request_bytes_)) {
       reader_.Release();
       request_id_ = runtime_->NextRequestId();

@@ -36,21 +36,27 @@ void AppendFieldHeader(int field, size_t size, std::string* out) {
 
 }  // namespace
 
-grpc::ByteBuffer SerializeWithLentOutput(const pb::AttendResponse& header,
+template <typename Response>
+grpc::ByteBuffer SerializeWithLentOutput(const Response& header,
                                          std::unique_ptr<OutputBuffer> output) {
   const SharedOutput shared(std::move(output));
   std::string head = header.SerializeAsString();
   std::vector<grpc::Slice> slices;
-  AppendFieldHeader(pb::AttendResponse::kOutFieldNumber, shared->out().size(), &head);
+  AppendFieldHeader(Response::kOutFieldNumber, shared->out().size(), &head);
   slices.emplace_back(head);
   slices.push_back(LentSlice(shared->out(), shared));
   if (!shared->lse().empty()) {
     std::string lse_head;
-    AppendFieldHeader(pb::AttendResponse::kLseFieldNumber, shared->lse().size(), &lse_head);
+    AppendFieldHeader(Response::kLseFieldNumber, shared->lse().size(), &lse_head);
     slices.emplace_back(lse_head);
     slices.push_back(LentSlice(shared->lse(), shared));
   }
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
+
+template grpc::ByteBuffer SerializeWithLentOutput(const pb::AttendResponse&,
+                                                  std::unique_ptr<OutputBuffer>);
+template grpc::ByteBuffer SerializeWithLentOutput(const pb::AttendSessionsResponse&,
+                                                  std::unique_ptr<OutputBuffer>);
 
 }  // namespace attn::server

@@ -1,10 +1,10 @@
 // server/frontend/response_writer.h
 //
-// The serialized AttendResponse of a job whose output an executor lent
-// (core/job.h OutputBuffer): the small fields are serialized into one
-// slice, and `out` and `lse` are slices that point at the lent memory, so
-// gRPC writes the tensor bytes to the socket from where the GPU copied them,
-// with no copy into the message. The last slice to be freed destroys the
+// The serialized response (AttendResponse or AttendSessionsResponse) of a
+// job whose output an executor lent (core/job.h OutputBuffer): the small
+// fields are serialized into one slice, and `out` and `lse` are slices that
+// point at the lent memory, so gRPC writes the tensor bytes to the socket
+// from where the GPU copied them, with no copy into the message. The last slice to be freed destroys the
 // OutputBuffer, which returns the memory to its executor.
 //
 // Protobuf parsers accept fields in any order, so `out` and `lse` follow
@@ -21,8 +21,10 @@
 
 namespace attn::server {
 
-// `header` must have empty out and lse.
-grpc::ByteBuffer SerializeWithLentOutput(const attnserve::v1::AttendResponse& header,
+// `Response`: a message with bytes fields out and lse (instantiated for the
+// two above, in the .cc). `header` must have empty out and lse.
+template <typename Response>
+grpc::ByteBuffer SerializeWithLentOutput(const Response& header,
                                          std::unique_ptr<OutputBuffer> output);
 
 }  // namespace attn::server

@@ -1,6 +1,7 @@
-// Unit tests of the server's copy-avoiding pieces: AttendRequestReader (a
-// request read from many slices, tensors left in place), the response
-// serialized around lent output memory, TensorSource and ParallelCopier.
+// Unit tests of the server's copy-avoiding pieces: SlicedRequestReader (a
+// request read from many slices, tensors left in place; Attend's and
+// AttendSessions'), the responses serialized around lent output memory,
+// TensorSource and ParallelCopier.
 #include <atomic>
 #include <cstring>
 #include <limits>
@@ -13,7 +14,7 @@
 #include "attnserve/v1/attention.pb.h"
 #include "backends/parallel_copier.h"
 #include "backends/streaming_copy.h"
-#include "frontend/attend_request_reader.h"
+#include "frontend/sliced_request_reader.h"
 #include "frontend/response_writer.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
@@ -80,6 +81,37 @@ TEST(AttendRequestReaderTest, ReadsEveryFieldFromAnySlicing) {
       EXPECT_EQ(reader.q().pieces().size(), 1u) << "one slice: one piece, no copy";
     }
   }
+}
+
+TEST(StepRequestReaderTest, ReadsEveryFieldFromAnySlicing) {
+  pb::AttendSessionsRequest request;
+  request.set_request_id("step");
+  request.set_lease_id("lease");
+  request.set_layer(3);
+  request.set_return_lse(true);
+  for (int i = 0; i < 3; ++i) {
+    pb::SessionStep* step = request.add_steps();
+    step->set_session_id("s" + std::to_string(i));
+    step->set_tokens(i + 1);
+  }
+  request.set_q(RandomBytes(6000, 4));
+  request.set_k(RandomBytes(3000, 5));
+  request.set_v(RandomBytes(3000, 6));
+  const std::string wire = request.SerializeAsString();
+  for (size_t slice : {size_t{1}, size_t{64}, size_t{2048}, wire.size()}) {
+    StepRequestReader reader;
+    ASSERT_TRUE(reader.Parse(Sliced(wire, slice))) << "slices of " << slice;
+    pb::AttendSessionsRequest expected = request;
+    expected.clear_q();
+    expected.clear_k();
+    expected.clear_v();
+    EXPECT_EQ(reader.header().SerializeAsString(), expected.SerializeAsString());
+    EXPECT_EQ(Flatten(reader.q()), request.q()) << "slices of " << slice;
+    EXPECT_EQ(Flatten(reader.k()), request.k());
+    EXPECT_EQ(Flatten(reader.v()), request.v());
+  }
+  StepRequestReader reader;
+  EXPECT_FALSE(reader.Parse(Sliced(wire.substr(0, wire.size() - 1), 100))) << "truncated";
 }
 
 TEST(AttendRequestReaderTest, ViewsOutliveTheCallsBuffer) {
@@ -170,6 +202,30 @@ TEST(ResponseWriterTest, LentOutputParsesAsTheWholeMessageAndIsReleasedOnce) {
     }
     EXPECT_EQ(destroyed.load(), 1) << "released exactly once, when the last slice went";
   }
+}
+
+TEST(ResponseWriterTest, LentStepOutputParsesAsTheWholeAttendSessionsResponse) {
+  pb::AttendSessionsResponse header;
+  header.set_request_id("step");
+  header.add_layer_tokens(17);
+  header.add_layer_tokens(4);
+  header.set_device("cuda:0");
+  const std::string out = RandomBytes(50000, 9);
+  const std::string lse = RandomBytes(800, 10);
+  std::atomic<int> destroyed{0};
+  {
+    grpc::ByteBuffer buffer =
+        SerializeWithLentOutput(header, std::make_unique<FakeOutput>(out, lse, &destroyed));
+    grpc::Slice flat;
+    ASSERT_TRUE(buffer.DumpToSingleSlice(&flat).ok());
+    pb::AttendSessionsResponse parsed;
+    ASSERT_TRUE(parsed.ParseFromArray(flat.begin(), static_cast<int>(flat.size())));
+    pb::AttendSessionsResponse expected = header;
+    expected.set_out(out);
+    expected.set_lse(lse);
+    EXPECT_EQ(parsed.SerializeAsString(), expected.SerializeAsString());
+  }
+  EXPECT_EQ(destroyed.load(), 1);
 }
 
 TEST(TensorBytesTest, ContiguousGathersOnlyWhenItMust) {

@@ -1,4 +1,4 @@
-#include "frontend/attend_request_reader.h"
+#include "frontend/sliced_request_reader.h"
 
 #include <string>
 #include <vector>
@@ -6,20 +6,14 @@
 #include "attn/sliced_message.h"
 
 namespace attn::server {
-namespace {
 
-namespace pb = ::attnserve::v1;
-
-// The tensors, taken as views of the slices (attn/sliced_message.h).
-constexpr int kTensorFields[] = {pb::AttendRequest::kQFieldNumber,
-                                 pb::AttendRequest::kKFieldNumber,
-                                 pb::AttendRequest::kVFieldNumber};
-
-}  // namespace
-
-bool AttendRequestReader::Parse(const grpc::ByteBuffer& bytes) {
+template <typename Request>
+bool SlicedRequestReader<Request>::Parse(const grpc::ByteBuffer& bytes) {
   Release();
   if (!bytes.Dump(&slices_).ok()) return false;
+  // The tensors, taken as views of the slices (attn/sliced_message.h).
+  static constexpr int kTensorFields[] = {Request::kQFieldNumber, Request::kKFieldNumber,
+                                          Request::kVFieldNumber};
   std::vector<std::vector<absl::string_view>> pieces;
   std::string header_bytes;
   if (!wire::SplitSlicedMessage(slices_, kTensorFields, &pieces, &header_bytes)) return false;
@@ -30,12 +24,16 @@ bool AttendRequestReader::Parse(const grpc::ByteBuffer& bytes) {
   return header_.ParseFromString(header_bytes);
 }
 
-void AttendRequestReader::Release() {
+template <typename Request>
+void SlicedRequestReader<Request>::Release() {
   q_.Clear();
   k_.Clear();
   v_.Clear();
   header_.Clear();
   slices_.clear();
 }
+
+template class SlicedRequestReader<attnserve::v1::AttendRequest>;
+template class SlicedRequestReader<attnserve::v1::AttendSessionsRequest>;
 
 }  // namespace attn::server
