@@ -298,9 +298,9 @@ grpc::ServerUnaryReactor* AttentionService::OpenSession(grpc::CallbackServerCont
   return attn::server::OpenSession(rt, context, request, response);
 }
 
-grpc::ServerUnaryReactor* AttentionService::AttendSessions(
-    grpc::CallbackServerContext* context, const pb::AttendSessionsRequest* request,
-    pb::AttendSessionsResponse* response) {
+grpc::ServerUnaryReactor* AttentionService::AttendSessions(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
   Runtime* rt = runtime();
   if (rt == nullptr) return FinishNow(context, Starting());
   if (!calls_.Enter()) return FinishNow(context, Draining());

@@ -20,11 +20,14 @@
 
 namespace attn::server {
 
-// Attend is registered raw (bytes in and out) so the service parses the
-// request itself and answers a body that does not parse INVALID_ARGUMENT.
+// Attend and AttendSessions are registered raw (bytes in and out) so the
+// service parses the request itself, leaving the tensors in the slices gRPC
+// read them into, answers a body that does not parse INVALID_ARGUMENT, and
+// sends the output from the memory the executor lent (response_writer.h).
 class AttentionService final
     : public attnserve::v1::Attention::WithRawCallbackMethod_Attend<
-          attnserve::v1::Attention::CallbackService> {
+          attnserve::v1::Attention::WithRawCallbackMethod_AttendSessions<
+              attnserve::v1::Attention::CallbackService>> {
  public:
   // `runtime` must outlive every call; the server attaches it once, after
   // start-up, and destroys it only after gRPC has shut down.
@@ -67,9 +70,9 @@ class AttentionService final
   grpc::ServerUnaryReactor* OpenSession(grpc::CallbackServerContext* context,
                                         const attnserve::v1::OpenSessionRequest* request,
                                         attnserve::v1::OpenSessionResponse* response) override;
-  grpc::ServerUnaryReactor* AttendSessions(
-      grpc::CallbackServerContext* context, const attnserve::v1::AttendSessionsRequest* request,
-      attnserve::v1::AttendSessionsResponse* response) override;
+  grpc::ServerUnaryReactor* AttendSessions(grpc::CallbackServerContext* context,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* TruncateSession(
       grpc::CallbackServerContext* context, const attnserve::v1::TruncateSessionRequest* request,
       attnserve::v1::TruncateSessionResponse* response) override;

@@ -17,7 +17,10 @@
 #include "frontend/make_job.h"
 #include "frontend/peer_identity.h"
 #include "frontend/request_log.h"
+#include "frontend/response_writer.h"
+#include "frontend/sliced_request_reader.h"
 #include "frontend/tensor_codec.h"
+#include "grpcpp/support/proto_buffer_writer.h"
 
 namespace attn::server {
 namespace {
@@ -100,16 +103,18 @@ absl::StatusOr<SessionGeometry> GeometryOf(const Runtime& runtime, const pb::Ses
   return g;
 }
 
-// One AttendSessions call.
+// One AttendSessions call, registered raw as Attend is: the request read
+// with its tensors left in the received slices, the response sent from the
+// executor's lent output when it lent one.
 class StepReactor final : public grpc::ServerUnaryReactor {
  public:
   StepReactor(Runtime* runtime, CallGate* gate, grpc::CallbackServerContext* context,
-              const pb::AttendSessionsRequest* request, pb::AttendSessionsResponse* response)
+              const grpc::ByteBuffer* request_bytes, grpc::ByteBuffer* response_bytes)
       : runtime_(runtime),
         gate_(gate),
         context_(context),
-        request_(request),
-        response_(response),
+        request_bytes_(request_bytes),
+        response_bytes_(response_bytes),
         arrival_(absl::Now()) {}
   ~StepReactor() override {
     if (plan_.has_value()) runtime_->sessions()->EndStep(*plan_, false);
@@ -120,17 +125,39 @@ class StepReactor final : public grpc::ServerUnaryReactor {
   void OnDone() override { delete this; }
 
   void Start() {
-    request_id_ = request_->request_id().empty() || request_->request_id().size() > 128
+    const size_t body_bytes = request_bytes_->Length();
+    if (!reader_.Parse(*request_bytes_)) {
+      reader_.Release();
+      request_id_ = runtime_->NextRequestId();
+      // A call that ended while its request was arriving leaves it
+      // truncated: who ended it, not the bytes, is what it failed of.
+      if (context_->IsCancelled() || absl::Now() >= absl::FromChrono(context_->deadline())) {
+        return Fail(absl::CancelledError(absl::StrFormat(
+                        "the call ended after %d bytes of its request", body_bytes)),
+                    nullptr);
+      }
+      return Fail(absl::InvalidArgumentError(absl::StrFormat(
+                      "the request body (%d bytes) is not a valid "
+                      "attnserve.v1.AttendSessionsRequest: protobuf parsing failed (malformed or "
+                      "truncated field, wrong wire type, or a string field that is not UTF-8)",
+                      body_bytes)),
+                  nullptr);
+    }
+    // The reader holds the slices now; they go back to gRPC once the
+    // executor has copied the tensors.
+    const_cast<grpc::ByteBuffer*>(request_bytes_)->Clear();
+    const pb::AttendSessionsRequest& request = reader_.header();
+    request_id_ = request.request_id().empty() || request.request_id().size() > 128
                       ? runtime_->NextRequestId()
-                      : request_->request_id();
+                      : request.request_id();
     if (absl::Status ok = MayUseSessions(*runtime_); !ok.ok()) return Fail(ok, nullptr);
     std::vector<StepEntry> steps;
-    for (const pb::SessionStep& s : request_->steps()) steps.push_back({s.session_id(), s.tokens()});
+    for (const pb::SessionStep& s : request.steps()) steps.push_back({s.session_id(), s.tokens()});
     absl::StatusOr<StepPlan> plan = runtime_->sessions()->BeginStep(
-        request_->lease_id(), PeerOf(*context_), request_->layer(), steps);
+        request.lease_id(), PeerOf(*context_), request.layer(), steps);
     if (!plan.ok()) return Fail(plan.status(), nullptr);
     plan_ = *std::move(plan);
-    RequestSpec spec = StepSpec(*plan_, runtime_->session_pool(), request_->return_lse());
+    RequestSpec spec = StepSpec(*plan_, runtime_->session_pool(), request.return_lse());
     spec.request_id = request_id_;
     spec.kernel = &runtime_->catalog().default_kernel();
     if (absl::Status ok = ValidateProblem(spec.problem, spec.kernel_info()); !ok.ok()) {
@@ -148,20 +175,22 @@ class StepReactor final : public grpc::ServerUnaryReactor {
     const std::pair<const char*, int64_t> sizes[] = {{"q", spec.QBytes()},
                                                      {"k", spec.KVBytes()},
                                                      {"v", spec.KVBytes()}};
-    const std::string* fields[] = {&request_->q(), &request_->k(), &request_->v()};
+    const TensorSource* fields[] = {&reader_.q(), &reader_.k(), &reader_.v()};
     for (int i = 0; i < 3; ++i) {
-      if (static_cast<int64_t>(fields[i]->size()) != sizes[i].second) {
+      if (fields[i]->size() != sizes[i].second) {
         return Fail(absl::InvalidArgumentError(absl::StrFormat(
                         "%s has %d bytes; the steps' %d new tokens need %d", sizes[i].first,
                         fields[i]->size(), plan_->total_tokens, sizes[i].second)),
                     nullptr);
       }
     }
+    // The outputs go into the response, which may be sent from an
+    // executor's buffer.
     std::unique_ptr<Job> job = MakeJob(
         std::move(spec),
-        {TensorSource(request_->q()), TensorSource(request_->k()), TensorSource(request_->v()),
-         TensorDestination::Host(response_->mutable_out()),
-         TensorDestination::Host(response_->mutable_lse())},
+        {reader_.q(), reader_.k(), reader_.v(),
+         TensorDestination::Response(response_.mutable_out()),
+         TensorDestination::Response(response_.mutable_lse())},
         arrival_, *context_, &cancelled_,
         [this](std::unique_ptr<Job> done_job, absl::Status status) {
           OnJobDone(std::move(done_job), std::move(status));
@@ -181,21 +210,39 @@ class StepReactor final : public grpc::ServerUnaryReactor {
     if (status.ok() && cancelled_.load(std::memory_order_acquire)) {
       status = absl::CancelledError("the call was cancelled while its kernel ran");
     }
+    // The executor has copied the inputs: their slices go back to gRPC now.
+    reader_.Release();
     // The kernel has written the cache: commit (or give back) before the
     // client can send the next step.
     runtime_->sessions()->EndStep(*plan_, status.ok());
     if (!status.ok()) return Fail(status, job.get());
     for (size_t i = 0; i < plan_->cache_seqlens.size(); ++i) {
-      response_->add_layer_tokens(plan_->cache_seqlens[i] + plan_->cu_seqlens_q[i + 1] -
-                                  plan_->cu_seqlens_q[i]);
+      response_.add_layer_tokens(plan_->cache_seqlens[i] + plan_->cu_seqlens_q[i + 1] -
+                                 plan_->cu_seqlens_q[i]);
     }
     plan_.reset();
     job->times.total_ns = ToNanos(absl::Now() - arrival_);
-    response_->set_request_id(request_id_);
-    ToProto(job->times, response_->mutable_timing());
-    response_->set_kernel(job->spec.kernel_info().name);
-    response_->set_backend(std::string(runtime_->backend_name()));
-    response_->set_device(job->device);
+    response_.set_request_id(request_id_);
+    ToProto(job->times, response_.mutable_timing());
+    response_.set_kernel(job->spec.kernel_info().name);
+    response_.set_backend(std::string(runtime_->backend_name()));
+    response_.set_device(job->device);
+    if (job->lent != nullptr) {
+      // Sent from the executor's memory, not copied (response_writer.h).
+      grpc::ByteBuffer lent = SerializeWithLentOutput(response_, std::move(job->lent));
+      response_bytes_->Swap(&lent);
+    } else {
+      bool own_buffer = false;
+      const grpc::Status serialized =
+          grpc::SerializationTraits<pb::AttendSessionsResponse>::Serialize(
+              response_, response_bytes_, &own_buffer);
+      pb::AttendSessionsResponse().Swap(&response_);
+      if (!serialized.ok()) {
+        return Fail(absl::InternalError("cannot serialize the AttendSessionsResponse: " +
+                                        serialized.error_message()),
+                    job.get());
+      }
+    }
     RecordOutcome(*runtime_, {"AttendSessions", request_id_, &job->spec, absl::OkStatus(),
                               FailureKind::kOther, job->times, job->device, job.get()});
     Finish(grpc::Status::OK);
@@ -206,6 +253,7 @@ class StepReactor final : public grpc::ServerUnaryReactor {
     // client's next call on them may arrive as soon as it has the answer
     // (EndStep is idempotent; the destructor's would be too late).
     if (plan_.has_value()) runtime_->sessions()->EndStep(*plan_, false);
+    reader_.Release();
     PhaseTimes times;
     times.total_ns = ToNanos(absl::Now() - arrival_);
     FailureKind kind = FailureKind::kOther;
@@ -221,8 +269,10 @@ class StepReactor final : public grpc::ServerUnaryReactor {
   Runtime* const runtime_;
   CallGate* const gate_;
   grpc::CallbackServerContext* const context_;
-  const pb::AttendSessionsRequest* const request_;
-  pb::AttendSessionsResponse* const response_;
+  const grpc::ByteBuffer* const request_bytes_;
+  grpc::ByteBuffer* const response_bytes_;
+  StepRequestReader reader_;
+  pb::AttendSessionsResponse response_;  // out and lse empty when the output was lent
   const absl::Time arrival_;
   std::string request_id_;
   std::optional<StepPlan> plan_;  // from BeginStep until EndStep
@@ -261,8 +311,8 @@ grpc::ServerUnaryReactor* OpenSession(Runtime* runtime, grpc::CallbackServerCont
 
 grpc::ServerUnaryReactor* AttendSessions(Runtime* runtime, CallGate* gate,
                                          grpc::CallbackServerContext* context,
-                                         const pb::AttendSessionsRequest* request,
-                                         pb::AttendSessionsResponse* response) {
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) {
   auto* reactor = new StepReactor(runtime, gate, context, request, response);
   reactor->Start();
   return reactor;

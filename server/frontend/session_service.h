@@ -6,9 +6,12 @@
 // forwards to these. FAILED_PRECONDITION (saying why) on a server without
 // sessions. A lease's owner is PeerOf the call that holds it.
 //
-// AttendSessions: BeginStep on the gRPC thread (checks, pages, the block
-// table), one job through the scheduler like any Attend, EndStep when it is
-// done (the new lengths committed, or the pages given back).
+// AttendSessions: raw bytes, as Attend (sliced_request_reader.h: q, k and v
+// stay in the slices gRPC read them into; response_writer.h: o is sent from
+// the memory the executor lent); BeginStep on the gRPC thread (checks,
+// pages, the block table), one job through the scheduler like any Attend,
+// EndStep when it is done (the new lengths committed, or the pages given
+// back).
 #ifndef ATTN_SERVER_FRONTEND_SESSION_SERVICE_H_
 #define ATTN_SERVER_FRONTEND_SESSION_SERVICE_H_
 
@@ -26,8 +29,8 @@ grpc::ServerUnaryReactor* OpenSession(Runtime* runtime, grpc::CallbackServerCont
 // `gate` has admitted the call; it is left when the call is done.
 grpc::ServerUnaryReactor* AttendSessions(Runtime* runtime, CallGate* gate,
                                          grpc::CallbackServerContext* context,
-                                         const attnserve::v1::AttendSessionsRequest* request,
-                                         attnserve::v1::AttendSessionsResponse* response);
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response);
 grpc::ServerUnaryReactor* TruncateSession(Runtime* runtime, grpc::CallbackServerContext* context,
                                           const attnserve::v1::TruncateSessionRequest* request,
                                           attnserve::v1::TruncateSessionResponse* response);

@@ -1,6 +1,6 @@
-// A request body that is not a protobuf AttendRequest gets INVALID_ARGUMENT
-// saying so (issue 13: gRPC's generated handler answered UNIMPLEMENTED with
-// an empty message).
+// A request body that is not a protobuf AttendRequest (or, to AttendSessions,
+// AttendSessionsRequest) gets INVALID_ARGUMENT saying so (issue 13: gRPC's
+// generated handler answered UNIMPLEMENTED with an empty message).
 #include <string>
 
 #include "absl/strings/match.h"
@@ -13,7 +13,8 @@
 namespace attn::testing {
 namespace {
 
-grpc::Status CallRaw(const std::shared_ptr<grpc::Channel>& channel, const std::string& body) {
+grpc::Status CallRaw(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                     const std::string& body) {
   grpc::GenericStub stub(channel);
   grpc::Slice slice(body);
   grpc::ByteBuffer request(&slice, 1);
@@ -21,8 +22,8 @@ grpc::Status CallRaw(const std::shared_ptr<grpc::Channel>& channel, const std::s
   auto context = ContextWithDeadline(absl::Seconds(30));
   grpc::Status status;
   absl::Notification done;
-  stub.UnaryCall(context.get(), "/attnserve.v1.Attention/Attend", grpc::StubOptions(), &request,
-                 &response, [&](grpc::Status s) {
+  stub.UnaryCall(context.get(), "/attnserve.v1.Attention/" + method, grpc::StubOptions(),
+                 &request, &response, [&](grpc::Status s) {
                    status = std::move(s);
                    done.Notify();
                  });
@@ -37,10 +38,13 @@ TEST(BadBodyTest, UnparseableBodyIsInvalidArgument) {
   for (const std::string& body : {std::string("\x0a\x05\x61", 3),   // truncated string field
                                   std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11),
                                   std::string("\x0b", 1)}) {        // a group start (wire type 3)
-    const grpc::Status status = CallRaw(channel, body);
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
-    EXPECT_TRUE(absl::StrContains(status.error_message(), "not a valid attnserve.v1.AttendRequest"))
-        << status.error_message();
+    for (const std::string method : {"Attend", "AttendSessions"}) {
+      const grpc::Status status = CallRaw(channel, method, body);
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+      EXPECT_TRUE(absl::StrContains(status.error_message(),
+                                    "not a valid attnserve.v1." + method + "Request"))
+          << method << ": " << status.error_message();
+    }
   }
   // A well-formed request still works through the raw handler.
   auto stub = rpb::Attention::NewStub(channel);
