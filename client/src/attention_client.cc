@@ -29,6 +29,7 @@ namespace {
 namespace pb = ::attnserve::v1;
 
 constexpr char kAttendMethod[] = "/attnserve.v1.Attention/Attend";
+constexpr char kAttendSessionsMethod[] = "/attnserve.v1.Attention/AttendSessions";
 // Stream threshold when the server's limit is unknown: below gRPC-based
 // servers' common 64 MiB-and-up limits, and large enough that streaming
 // (which copies tensors into chunks) is rare for everyday shapes.
@@ -782,8 +783,34 @@ absl::StatusOr<pb::SessionInfo> AttentionClient::OpenSession(const pb::SessionCo
 
 absl::StatusOr<pb::AttendSessionsResponse> AttentionClient::AttendSessions(
     pb::AttendSessionsRequest request, absl::Duration timeout) {
-  return SessionCall("AttendSessions", &pb::Attention::Stub::AttendSessions, std::move(request),
-                     timeout);
+  absl::StatusOr<std::string> lease = LeaseId(internal::LeaseKind::kSessions);
+  if (!lease.ok()) return lease.status();
+  request.set_lease_id(*lease);
+  grpc::ClientContext context;
+  PrepareContext(&context, timeout);
+  // Raw, as Attend: the tensors go to the transport from the request's own
+  // strings, not copied into a send buffer by the generated serializer.
+  const grpc::ByteBuffer request_bytes = internal::EncodeStepRequest(std::move(request));
+  grpc::ByteBuffer response_bytes;
+  absl::Notification done;
+  grpc::Status status;
+  connections_.front()->generic_stub.UnaryCall(
+      &context, kAttendSessionsMethod, grpc::StubOptions(), &request_bytes, &response_bytes,
+      [&status, &done](grpc::Status s) {
+        status = std::move(s);
+        done.Notify();
+      });
+  done.WaitForNotification();
+  if (!status.ok()) return CallError(status, "AttendSessions");
+  pb::AttendSessionsResponse response;
+  if (grpc::Status parsed = grpc::SerializationTraits<pb::AttendSessionsResponse>::Deserialize(
+          &response_bytes, &response);
+      !parsed.ok()) {
+    return absl::InternalError(absl::StrCat("AttendSessions to ", options_.address,
+                                            ": the response is not an AttendSessionsResponse: ",
+                                            parsed.error_message()));
+  }
+  return response;
 }
 
 absl::StatusOr<pb::SessionInfo> AttentionClient::TruncateSession(const std::string& session_id,

@@ -1,8 +1,11 @@
 #include "wire_codec.h"
 
+#include <array>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "attn/sliced_message.h"
@@ -33,17 +36,15 @@ std::string FieldPrefix(int field, uint64_t size) {
   return prefix;
 }
 
-// Slice destructor: drops the reference the slice held on the inputs.
-void ReleaseInputs(void* keepalive) {
-  delete static_cast<std::shared_ptr<const AttentionInputs>*>(keepalive);
-}
+// Slice destructor: drops the reference the slice held on its owner (the
+// inputs, or a step request's tensors).
+void ReleaseOwner(void* keepalive) { delete static_cast<std::shared_ptr<const void>*>(keepalive); }
 
-grpc::Slice BorrowedSlice(absl::string_view bytes,
-                          const std::shared_ptr<const AttentionInputs>& owner) {
+grpc::Slice BorrowedSlice(absl::string_view bytes, std::shared_ptr<const void> owner) {
   // gRPC never writes through a slice it sends; the cast only satisfies the
   // constructor's signature.
-  return grpc::Slice(const_cast<char*>(bytes.data()), bytes.size(), &ReleaseInputs,
-                     new std::shared_ptr<const AttentionInputs>(owner));
+  return grpc::Slice(const_cast<char*>(bytes.data()), bytes.size(), &ReleaseOwner,
+                     new std::shared_ptr<const void>(std::move(owner)));
 }
 
 absl::Status CheckMatches(const pb::AttendResponse& response, const AttentionInputs& inputs) {
@@ -199,6 +200,26 @@ grpc::ByteBuffer EncodeAttendRequest(const pb::AttendRequest& header,
       BorrowedSlice(inputs->VData(), inputs),
   };
   return grpc::ByteBuffer(slices, sizeof(slices) / sizeof(slices[0]));
+}
+
+grpc::ByteBuffer EncodeStepRequest(pb::AttendSessionsRequest request) {
+  // The tensors leave the message (their strings move, no bytes are
+  // copied) and follow its other fields, as in EncodeAttendRequest.
+  auto tensors = std::make_shared<std::array<std::string, 3>>();
+  (*tensors)[0].swap(*request.mutable_q());
+  (*tensors)[1].swap(*request.mutable_k());
+  (*tensors)[2].swap(*request.mutable_v());
+  constexpr int kFields[] = {pb::AttendSessionsRequest::kQFieldNumber,
+                             pb::AttendSessionsRequest::kKFieldNumber,
+                             pb::AttendSessionsRequest::kVFieldNumber};
+  std::vector<grpc::Slice> slices;
+  slices.emplace_back(request.SerializeAsString());
+  for (int i = 0; i < 3; ++i) {
+    const std::string& tensor = (*tensors)[i];
+    slices.emplace_back(FieldPrefix(kFields[i], tensor.size()));
+    if (!tensor.empty()) slices.push_back(BorrowedSlice(tensor, tensors));
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
 absl::Status TakeResponseHeader(pb::AttendResponse& header, const AttentionInputs& inputs,

@@ -50,6 +50,12 @@ int64_t EncodedRequestBytes(const attnserve::v1::AttendRequest& header, int64_t 
 grpc::ByteBuffer EncodeAttendRequest(const attnserve::v1::AttendRequest& header,
                                      std::shared_ptr<const AttentionInputs> inputs);
 
+// `request` as bytes for the raw AttendSessions call: its small fields
+// serialized, then q, k and v as slices of its own tensor strings (moved
+// out, held until gRPC releases the slices), so the tensors are not copied
+// into a send buffer. Parses as request.SerializeAsString() does.
+grpc::ByteBuffer EncodeStepRequest(attnserve::v1::AttendSessionsRequest request);
+
 // A received AttendResponse whose output stays in the slices it arrived in
 // (attn/sliced_message.h): every other field parsed into `header`, O a list
 // of views of `slices`. TakeResponse then copies O once, into the caller's
