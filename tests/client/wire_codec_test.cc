@@ -81,6 +81,23 @@ TEST(WireCodecTest, EncodedRequestParsesAsTheFullMessage) {
 // attention.proto: what every client sent before kv_seq_len, causal, window,
 // return_lse and cu_seqlens existed. Servers and proxies that never heard of
 // them must keep receiving exactly this.
+TEST(WireCodecTest, EncodedStepRequestParsesAsTheFullMessage) {
+  pb::AttendSessionsRequest request;
+  request.set_request_id("step");
+  request.set_lease_id("lease");
+  request.set_layer(2);
+  request.set_return_lse(true);
+  request.add_steps()->set_session_id("a");
+  request.mutable_steps(0)->set_tokens(3);
+  request.set_q(std::string(3 * 4 * 8 * 2, 'q'));
+  request.set_k(std::string(3 * 2 * 8 * 2, 'k'));
+  request.set_v("");  // an empty tensor still parses
+  const std::string expected = request.SerializeAsString();
+  pb::AttendSessionsRequest parsed;
+  ASSERT_TRUE(parsed.ParseFromString(Flatten(EncodeStepRequest(request))));
+  EXPECT_EQ(parsed.SerializeAsString(), expected);
+}
+
 TEST(WireCodecTest, SelfAttentionRequestBytesAreUnchanged) {
   AttentionInputs in;
   in.dtype = DType::kFloat16;
