@@ -21,7 +21,12 @@
 #      batches in flight; the server's request log summarized per call
 #      (session_log_summary.py: server time against kernel time).
 #
-#   run_session_suite.sh <bundle dir> <output dir> [steps: e2e,check,trace,bar]
+#   5. (step peer, not by default) the stateful Python peer
+#      (peers/torch_session_server.py: grpcio + PyTorch SDPA over a static
+#      GPU cache): attn_cli session --check against it, then the bar's trace
+#      through it, one batch and $BAR_BATCHES batches (BAR_LAYERS as above).
+#
+#   run_session_suite.sh <bundle dir> <output dir> [steps: e2e,check,trace,bar,peer]
 set -uo pipefail
 bundle="$(cd "$1" && pwd)"
 out="$2"
@@ -99,5 +104,35 @@ if [[ ",$steps," == *",bar,"* ]]; then
   done
   stop_server
   python3 "$here/session_log_summary.py" "$out/bar.server.log" --skip 2 | tee "$out/bar_summary.md"
+fi
+if [[ ",$steps," == *",peer,"* ]]; then
+  layers="${BAR_LAYERS:-8}"
+  # Starts the peer with `$1` layers' worth of geometry checked at the first
+  # open; sets $address.
+  start_peer() {
+    local name="$1"
+    shift
+    rm -f "$out/port"
+    PYTHONPATH="$bundle/python" python3 "$here/peers/torch_session_server.py" \
+      --port_file="$out/port" "$@" >"$out/$name.peer.log" 2>&1 &
+    server=$!
+    for _ in $(seq 1 600); do [ -s "$out/port" ] && break; sleep 0.2; done
+    address="127.0.0.1:$(cat "$out/port")"
+  }
+  echo "== the Python peer: attn_cli session --check, 8 sessions, L=2, 32/8 heads, d=128"
+  start_peer peer_check --slots=8 --max_tokens=308
+  "$bundle/bin/attn_cli" session --address="$address" --session_shape=2,32,8,128 --sessions=8 \
+    --prompt=300 --chunk=128 --generate=8 --check --tolerance=0.02 2>&1 |
+    tee "$out/peer_check.txt" || status=1
+  kill -TERM "$server"; wait "$server"
+  echo "== the Python peer: issue 32's trace, 64 sessions x (L=$layers, 32/8 heads, d=128)"
+  start_peer peer_bar --slots=64 --max_tokens=$((8192 + 64))
+  for batches in 1 "${BAR_BATCHES:-2}"; do
+    echo "-- $batches batch(es) in flight"
+    "$bundle/bin/attn_cli" session --address="$address" --session_shape="$layers,32,8,128" \
+      --sessions=64 --batches="$batches" --prompt=8192 --chunk=128 --generate=64 2>&1 |
+      tee "$out/peer_sessions_$batches.txt" || status=1
+  done
+  kill -TERM "$server"; wait "$server"
 fi
 exit $status

@@ -114,7 +114,10 @@ int RunSession(AttentionClient& client, const SessionCommandOptions& o, std::ost
   config.set_kv_num_heads(static_cast<int32_t>(o.kv_heads));
   config.set_head_dim(static_cast<int32_t>(o.head_dim));
   config.set_max_tokens(o.prompt + o.generate);
-  // Sessions dealt round robin over the batches.
+  // Sessions dealt over the batches in consecutive blocks, in the order
+  // they are opened (a server that keeps sessions in slots of one tensor,
+  // as bench/peers/torch_session_server.py does, then sees each batch as
+  // one range of slots).
   std::vector<Batch> batches;
   for (int64_t b = 0; b < o.batches; ++b) batches.emplace_back(static_cast<uint32_t>(seed + b));
   auto close_all = [&]() {
@@ -129,7 +132,7 @@ int RunSession(AttentionClient& client, const SessionCommandOptions& o, std::ost
       close_all();
       return kExitFailure;
     }
-    Batch& batch = batches[static_cast<size_t>(i % o.batches)];
+    Batch& batch = batches[static_cast<size_t>(i * o.batches / o.sessions)];
     batch.ids.push_back(info->session_id());
     batch.model.Add(batch.ids.back(), {o.layers, o.heads, o.kv_heads, o.head_dim});
   }
