@@ -122,6 +122,10 @@ ABSL_FLAG(bool, streaming_staging, attn::server::ServerOptions{}.streaming_stagi
           "CUDA backend: copy requests of 16 MiB and more into pinned staging with streaming "
           "(non-temporal) stores, which bypass the CPU caches, instead of memcpy "
           "(--nostreaming_staging: memcpy always).");
+ABSL_FLAG(bool, spin_wait, attn::server::ServerOptions{}.spin_wait,
+          "CUDA backend: each stream's worker polls for its launch's end, a CPU core busy "
+          "while the launch runs, and answers ~85 us sooner than when it sleeps in a "
+          "blocking-sync wait (--nospin_wait: sleep, no core busy).");
 ABSL_FLAG(int64_t, staging_chunk_bytes, attn::server::ServerOptions{}.staging_chunk_bytes,
           "CUDA backend: > 0 copies request tensors to the GPU a chunk of at most this many "
           "bytes at a time, through a ring of four pinned slots that stays in the CPU's cache "
@@ -247,6 +251,7 @@ bool OptionsFromFlags(attn::server::ServerOptions* options, std::string* error) 
   options->streams_per_device = absl::GetFlag(FLAGS_streams_per_device);
   options->copy_threads = absl::GetFlag(FLAGS_copy_threads);
   options->streaming_staging = absl::GetFlag(FLAGS_streaming_staging);
+  options->spin_wait = absl::GetFlag(FLAGS_spin_wait);
   options->staging_chunk_bytes = absl::GetFlag(FLAGS_staging_chunk_bytes);
   options->transport_only_fresh_outputs = absl::GetFlag(FLAGS_transport_only_fresh_outputs);
   options->pinned_heap_bytes = absl::GetFlag(FLAGS_pinned_heap_bytes);

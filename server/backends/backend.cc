@@ -134,6 +134,7 @@ absl::StatusOr<BackendSetup> CreateCudaBackend(const ServerOptions& options, std
   cuda.catalog = setup.catalog;
   cuda.copy_threads = options.copy_threads;
   cuda.streaming_staging = options.streaming_staging;
+  cuda.spin_wait = options.spin_wait;
   cuda.staging_chunk_bytes = options.staging_chunk_bytes;
   // Sessions on one device: a session's steps must run where its pages
   // are, and the scheduler gives any job to any stream.

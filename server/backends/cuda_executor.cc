@@ -60,8 +60,9 @@ int64_t StepTableBytes(const RequestSpec& spec) {
 // copies back, and waits.
 class CudaExecutor : public Executor {
  public:
-  CudaExecutor(std::unique_ptr<CudaSlot> slot, std::shared_ptr<const KernelCatalog> catalog)
-      : slot_(std::move(slot)), catalog_(std::move(catalog)) {}
+  CudaExecutor(std::unique_ptr<CudaSlot> slot, std::shared_ptr<const KernelCatalog> catalog,
+               bool spin_wait)
+      : slot_(std::move(slot)), catalog_(std::move(catalog)), spin_wait_(spin_wait) {}
 
   absl::Status BindToThread() override {
     CUDA_RETURN_IF_ERROR(cudaSetDevice(slot_->ordinal()), slot_->ordinal());
@@ -227,19 +228,30 @@ class CudaExecutor : public Executor {
   absl::StatusOr<DeviceTimes> EnqueueAndWait(const LaunchPlan& plan, const CudaRoute& route) {
     const int ordinal = slot_->ordinal();
     absl::Status status = Enqueue(plan, route);
-    const cudaError_t synced = cudaEventSynchronize(slot_->d2h_done());
+    const cudaError_t synced = WaitFor(slot_->d2h_done());
     if (!status.ok()) {
       cudaStreamSynchronize(slot_->stream());
       return status;
     }
-    RETURN_IF_ERROR(
-        CudaStatus(synced, "cudaEventSynchronize(d2h_done)", ordinal, __FILE__, __LINE__));
+    RETURN_IF_ERROR(CudaStatus(
+        synced, spin_wait_ ? "cudaEventQuery(d2h_done)" : "cudaEventSynchronize(d2h_done)",
+        ordinal, __FILE__, __LINE__));
     DeviceTimes times;
     times.h2d_ns = EventNanos(slot_->start(), slot_->h2d_done(), ordinal, &status);
     times.kernel_ns = EventNanos(slot_->h2d_done(), slot_->kernel_done(), ordinal, &status);
     times.d2h_ns = EventNanos(slot_->kernel_done(), slot_->d2h_done(), ordinal, &status);
     RETURN_IF_ERROR(status);
     return times;
+  }
+
+  // Waits for `event` (ServerOptions::spin_wait: polling, or the event's
+  // blocking-sync sleep).
+  cudaError_t WaitFor(cudaEvent_t event) const {
+    if (!spin_wait_) return cudaEventSynchronize(event);
+    cudaError_t state;
+    while ((state = cudaEventQuery(event)) == cudaErrorNotReady) {
+    }
+    return state;
   }
 
   absl::Status EnqueueCopies(const std::vector<DeviceCopy>& copies) {
@@ -313,6 +325,7 @@ class CudaExecutor : public Executor {
 
   const std::unique_ptr<CudaSlot> slot_;
   const std::shared_ptr<const KernelCatalog> catalog_;  // never null
+  const bool spin_wait_;
   bool healthy_ = true;  // read and written on the worker thread only
 };
 
@@ -368,7 +381,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> CreateCudaExecutors(
       ASSIGN_OR_RETURN(std::unique_ptr<CudaSlot> slot,
                        CudaSlot::Create(device, s, sizes, copier, options.staging_chunk_bytes,
                                         heap));
-      auto executor = std::make_unique<CudaExecutor>(std::move(slot), options.catalog);
+      auto executor = std::make_unique<CudaExecutor>(std::move(slot), options.catalog,
+                                                     options.spin_wait);
       RETURN_IF_ERROR(executor->Warmup());
       LOGF(kInfo,
            "%s ready: 4 x %.0f MiB tensor buffers + %.1f MiB LSE and offsets + %.1f MiB "

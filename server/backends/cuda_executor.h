@@ -53,6 +53,9 @@ struct CudaExecutorOptions {
   // Large requests' staging copies with streaming stores (streaming_copy.h)
   // instead of memcpy.
   bool streaming_staging = true;
+  // Wait for a launch by polling its last event rather than sleeping in a
+  // blocking-sync wait (ServerOptions::spin_wait).
+  bool spin_wait = true;
   // > 0: inline inputs go to the device a chunk of at most this many bytes
   // at a time through a small pinned ring (chunked_upload.h); 0: staged
   // whole, then copied.

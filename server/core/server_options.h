@@ -129,6 +129,13 @@ struct ServerOptions {
   // requests/s at concurrency 32 against 130-158 with memcpy
   // (bench/RESULTS.md, 2026-12-02 third run).
   bool streaming_staging = true;
+  // CUDA backend: a worker waits for its launch (copies in, kernel, copies
+  // back) by polling its last event, a core busy meanwhile, instead of
+  // sleeping in a blocking-sync wait: on an H100 host the sleeping wait
+  // returned a median 94 us (p99 427 us) after the GPU finished, polling
+  // 9 us (p99 20 us) (bench/RESULTS.md, 2026-12-06 fifteenth run), a
+  // twelfth of a 64-session decode step's kernel time.
+  bool spin_wait = true;
   // CUDA backend: > 0 sends inline inputs to the device a chunk of at most
   // this many bytes at a time, through a ring of four pinned slots that
   // stays in the CPU's last-level cache, each chunk's copy overlapping the
