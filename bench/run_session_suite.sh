@@ -26,7 +26,11 @@
 #      GPU cache): attn_cli session --check against it, then the bar's trace
 #      through it, one batch and $BAR_BATCHES batches (BAR_LAYERS as above).
 #
-#   run_session_suite.sh <bundle dir> <output dir> [steps: e2e,check,trace,bar,peer]
+#   6. (step wait, not by default) bench/event_wait_latency.cu, built with
+#      the host's nvcc: how late a blocking-sync wait and a polling wait
+#      return after the GPU finished (attn_server --spin_wait).
+#
+#   run_session_suite.sh <bundle dir> <output dir> [steps: e2e,check,trace,bar,peer,wait]
 set -uo pipefail
 bundle="$(cd "$1" && pwd)"
 out="$2"
@@ -134,5 +138,11 @@ if [[ ",$steps," == *",peer,"* ]]; then
       tee "$out/peer_sessions_$batches.txt" || status=1
   done
   kill -TERM "$server"; wait "$server"
+fi
+if [[ ",$steps," == *",wait,"* ]]; then
+  echo "== event wait lateness (bench/event_wait_latency.cu)"
+  arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)"
+  nvcc -O2 -arch="sm_$arch" -o "$out/event_wait_latency" "$here/event_wait_latency.cu" &&
+    "$out/event_wait_latency" 600 524288 290 | tee "$out/event_wait.md" || status=1
 fi
 exit $status
