@@ -34,18 +34,19 @@ tests=(cpu_reference_test validate_test tuning_test
        server_e2e_cpu_test server_reliability_test server_lifecycle_test server_security_test
        server_scheduler_batching_test server_batching_e2e_cpu_test server_batching_regions_cpu_test
        server_session_registry_test server_session_e2e_test
-       attention_client_test client_split_test client_npy_test)
+       attention_client_test client_split_test client_npy_test absl_sync_annotations_test)
 
 # Under TSan, CI runs the tests whose threads are all ours: the scheduler
 # (workers, completion threads, batching), admission, the zero-copy reader
-# and the parallel copier, the codec, the kernels' CPU code, the session registry. The others make
+# and the parallel copier, the codec, the kernels' CPU code, the session registry, the Abseil
+# annotations themselves (absl_sync_annotations_test). The others make
 # gRPC calls, and gRPC (from Debian, uninstrumented) orders a call's
 # operations through atomics inside its own libraries, where TSan cannot see
 # it: a batch started on one thread and finished on another, OnDone after a
 # reaction. Those suites then report races that are not there, now and then
 # (tests/sanitizers/README.md, "TSan and gRPC calls"); they run under TSan
 # with ATTN_TSAN_SUITES=all, and under ASan in CI.
-tsan_tests=(cpu_reference_test validate_test tuning_test client_npy_test
+tsan_tests=(cpu_reference_test validate_test tuning_test client_npy_test absl_sync_annotations_test
             server_scheduler_test server_scheduler_batching_test server_admission_test
             server_codec_test server_zero_copy_test server_session_registry_test)
 tsan_suites="${ATTN_TSAN_SUITES:-ci}"

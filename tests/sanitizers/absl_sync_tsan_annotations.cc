@@ -89,13 +89,26 @@ const void* NotifiedFlag(const absl::Notification* n) {
 }
 
 // `cond` evaluated as a critical section of `mu` (see the file comment).
+//
+// The evaluating thread may be another one (inside its Unlock), which reads
+// this object and `cond` where the waiter wrote them, on the waiter's stack,
+// with no lock of ours between them (LockWhen waits without holding `mu`).
+// So condition() releases this object once it is built, and Eval acquires
+// it before reading anything; and the Condition handed to the library is
+// made by its void* constructor, defined in the (uninstrumented) library,
+// so the library's reads of that Condition are not ours to order.
 class GuardedCondition {
  public:
   GuardedCondition(const absl::Condition& cond, absl::Mutex* mu) : cond_(cond), mu_(mu) {}
-  absl::Condition condition() { return absl::Condition(&GuardedCondition::Eval, this); }
+  absl::Condition condition() {
+    __tsan_release(this);
+    return absl::Condition(&GuardedCondition::Eval, static_cast<void*>(this));
+  }
 
  private:
-  static bool Eval(GuardedCondition* self) {
+  static bool Eval(void* arg) {
+    __tsan_acquire(arg);
+    auto* self = static_cast<GuardedCondition*>(arg);
     __tsan_acquire(self->mu_);
     const bool holds = self->cond_.Eval();
     __tsan_release(self->mu_);
