@@ -19,7 +19,8 @@
 #      (default 8), the pool --kv_cache_memory_fraction=0.9 of free device
 #      memory; once as one batch of 64 and once as $BAR_BATCHES (default 2)
 #      batches in flight; the server's request log summarized per call
-#      (session_log_summary.py: server time against kernel time).
+#      (session_log_summary.py: server time against kernel time);
+#      BAR_SERVER_FLAGS adds attn_server flags (e.g. --nospin_wait).
 #
 #   5. (step peer, not by default) the stateful Python peer
 #      (peers/torch_session_server.py: grpcio + PyTorch SDPA over a static
@@ -97,7 +98,8 @@ fi
 if [[ ",$steps," == *",bar,"* ]]; then
   layers="${BAR_LAYERS:-8}"
   echo "== issue 32's trace: 64 sessions x (L=$layers, 32/8 heads, d=128), prompt 8192, 64 generated"
-  start_server bar --kv_cache_memory_fraction=0.9
+  # shellcheck disable=SC2086 # BAR_SERVER_FLAGS: more attn_server flags, split on spaces
+  start_server bar --kv_cache_memory_fraction=0.9 ${BAR_SERVER_FLAGS:-}
   grep -E "KV-cache sessions:|ready:" "$out/bar.server.log"
   nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader
   for batches in 1 "${BAR_BATCHES:-2}"; do
