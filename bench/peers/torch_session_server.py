@@ -19,7 +19,7 @@ It answers HoldSessions (the lease: its end closes its sessions),
 OpenSession, AttendSessions, CloseSession, ListSessions (empty list),
 GetServerInfo and GetStats (empty), so attn_cli session drives it as it
 drives attn_server. For measurement only: one geometry per process, no
-truncate or fork, no LSE, no admission control beyond the slot count.
+truncate or fork, no admission control beyond the slot count.
 
   PYTHONPATH=<bundle>/python python3 torch_session_server.py --port_file=/tmp/port \\
       --slots=64 --max_tokens=8256
@@ -157,16 +157,20 @@ class Peer(pb_grpc.AttentionServicer):
         slots = [s.slot for s in sessions]
         batched = (len(set(tokens)) == 1 and len(set(lengths)) == 1 and
                    slots == list(range(slots[0], slots[0] + len(slots))))
+        want_lse = request.return_lse
         if batched:
-            out = self._attend(cache, layer, slice(slots[0], slots[0] + len(slots)),
-                               lengths[0], tokens[0], q, k, v)
+            out, lse = self._attend(cache, layer, slice(slots[0], slots[0] + len(slots)),
+                                    lengths[0], tokens[0], q, k, v, want_lse)
         else:
-            parts, at = [], 0
+            parts, lses, at = [], [], 0
             for slot, length, n in zip(slots, lengths, tokens):
-                parts.append(self._attend(cache, layer, slice(slot, slot + 1), length, n,
-                                          q[at:at + n], k[at:at + n], v[at:at + n]))
+                o, l = self._attend(cache, layer, slice(slot, slot + 1), length, n,
+                                    q[at:at + n], k[at:at + n], v[at:at + n], want_lse)
+                parts.append(o)
+                lses.append(l)
                 at += n
             out = torch.cat(parts)
+            lse = torch.cat(lses, dim=1) if want_lse else None
         end.record()
         out_bytes = out.contiguous().view(torch.uint8).cpu().numpy().tobytes()
         for s, n in zip(sessions, tokens):
@@ -174,15 +178,19 @@ class Peer(pb_grpc.AttentionServicer):
         response = pb.AttendSessionsResponse(
             request_id=request.request_id, out=out_bytes, kernel="torch sdpa", backend=BACKEND,
             device=torch.cuda.get_device_name())
+        if lse is not None:
+            response.lse = lse.contiguous().cpu().numpy().tobytes()
         response.layer_tokens.extend(s.lengths[layer] for s in sessions)
         response.timing.kernel_ns = int(begin.elapsed_time(end) * 1e6)
         response.timing.total_ns = time.perf_counter_ns() - start_ns
         return response
 
     @staticmethod
-    def _attend(cache, layer, slots, length, n, q, k, v):
+    def _attend(cache, layer, slots, length, n, q, k, v, want_lse=False):
         """Appends n tokens to each slot (all at `length`) and attends; q, k,
-        v are [B * n, heads, d] in slot order; returns [B * n, heads_q, d]."""
+        v are [B * n, heads, d] in slot order; returns o [B * n, heads_q, d]
+        and, with want_lse, the float32 LSE [heads_q, B * n] (attnserve's
+        layout; computed apart from SDPA, which does not return it)."""
         batch = slots.stop - slots.start
         hq, hkv, d = cache.heads_q, cache.heads_kv, cache.head_dim
         keys, values = cache.k[layer][slots], cache.v[layer][slots]  # views [B, hkv, T, d]
@@ -203,7 +211,15 @@ class Peer(pb_grpc.AttentionServicer):
             mask = torch.arange(length + n, device=q.device)[None, :] <= seen[:, None]
         out = F.scaled_dot_product_attention(rows, keys, values, attn_mask=mask, scale=cache.scale)
         out = out.view(batch, hkv, group, n, d).permute(0, 3, 1, 2, 4)
-        return out.reshape(batch * n, hq, d)
+        lse = None
+        if want_lse:
+            scale = cache.scale if cache.scale is not None else d ** -0.5
+            scores = rows.float() @ keys.float().transpose(-1, -2) * scale
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            lse = torch.logsumexp(scores, dim=-1).view(batch, hkv, group, n)
+            lse = lse.permute(1, 2, 0, 3).reshape(hq, batch * n)
+        return out.reshape(batch * n, hq, d), lse
 
     # --- what the clients ask first -------------------------------------------
     def GetServerInfo(self, request, context):
