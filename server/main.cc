@@ -147,7 +147,8 @@ ABSL_FLAG(int, completion_threads, attn::server::ServerOptions{}.completion_thre
           "Threads that build finished requests' responses and hand them to gRPC: 0 = one per "
           "worker (each worker's responses in order), N = a pool of N shared by the workers.");
 ABSL_FLAG(int, cpu_threads, 0,
-          "CPU backend: threads per request; 0 = the host's hardware concurrency.");
+          "CPU backend: threads of each worker's pool (made at start-up), which run one request's "
+          "tiles; 0 = the cores this process may use (its CPU affinity).");
 ABSL_FLAG(int, cpu_workers, 1, "CPU backend: requests run at the same time.");
 ABSL_FLAG(int64_t, batch_delay_us, 0,
           "Request batching: a worker holding a request waits up to this many microseconds "

@@ -37,15 +37,17 @@ fi
 if [ "$runtime_only" -eq 1 ]; then
   # libprometheus-cpp-pull1.0 (attn_server's /metrics) brings its core
   # library and civetweb; Debian 12 and Ubuntu 24.04 share its name.
-  packages=(libgrpc++1.51 libprotobuf32 libprometheus-cpp-pull1.0 ca-certificates)
+  # libdnnl2: oneDNN, the CPU kernel's tile products (brings libgomp1).
+  packages=(libgrpc++1.51 libprotobuf32 libprometheus-cpp-pull1.0 libdnnl2 ca-certificates)
   # Ubuntu 24.04 names them by newer sonames; let apt pick what exists.
   if ! apt-cache show libgrpc++1.51 >/dev/null 2>&1; then
     packages=(libgrpc++1.51t64 libprotobuf32t64 libprometheus-cpp-pull1.0 ca-certificates)
   fi
+  if ! apt-cache show libdnnl2 >/dev/null 2>&1; then packages+=(libdnnl3); fi
 else
   packages=(build-essential cmake ninja-build pkg-config git
             libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-            libabsl-dev libgtest-dev nlohmann-json3-dev prometheus-cpp-dev
+            libabsl-dev libgtest-dev nlohmann-json3-dev prometheus-cpp-dev libdnnl-dev
             python3 python3-grpcio python3-numpy python3-protobuf
             python3-venv python3-pip python3-setuptools python3-wheel
             openssl)

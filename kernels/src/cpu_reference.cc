@@ -7,8 +7,20 @@
 #include <limits>
 #include <thread>
 
+#include "attn/cpu_thread_pool.h"
+#include "cpu_sequences.h"
+
 namespace attn {
 namespace {
+
+using internal::AppendToCache;
+using internal::KeyOffset;
+using internal::KeyRange;
+using internal::LseIndex;
+using internal::Offset;
+using internal::Sequence;
+using internal::SequenceOf;
+using internal::VisibleKeys;
 
 // Query rows per task, query rows sharing each pass over a key block, and key
 // rows per online-softmax step. A task converts the keys its rows can see
@@ -18,88 +30,6 @@ constexpr int64_t kGroupRows = 4;
 constexpr int64_t kKeyBlock = 64;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// The keys [lo, hi] query row i of a sequence of sq queries over sk keys may
-// see (hi < lo: none), FA2's mask aligned to the bottom right.
-struct KeyRange {
-  int64_t lo, hi;
-};
-KeyRange VisibleKeys(int64_t i, int64_t sq, int64_t sk, int64_t window_left,
-                     int64_t window_right) {
-  const int64_t diagonal = i + sk - sq;
-  KeyRange r{0, sk - 1};
-  if (window_left >= 0) r.lo = std::max<int64_t>(0, diagonal - window_left);
-  if (window_right >= 0) r.hi = std::min(sk - 1, diagonal + window_right);
-  return r;
-}
-
-// One sequence of the batch: where its tokens start and how many there are.
-struct Sequence {
-  int64_t q_token0 = 0, k_token0 = 0;  // varlen: first packed token; else 0
-  int64_t sq = 0, sk = 0;
-};
-
-Sequence SequenceOf(const AttentionArgs& args, int64_t b) {
-  const AttentionProblem& p = args.problem;
-  Sequence s;
-  if (p.varlen) {
-    s.q_token0 = args.cu_seqlens_q[b];
-    s.sq = args.cu_seqlens_q[b + 1] - s.q_token0;
-  } else {
-    s.sq = p.seqlen_q;
-  }
-  if (p.kv_cache) {  // the cached tokens and the appended ones
-    s.sk = args.cache_seqlens[b] + (p.append ? s.sq : 0);
-  } else if (p.varlen) {
-    s.k_token0 = args.cu_seqlens_k[b];
-    s.sk = args.cu_seqlens_k[b + 1] - s.k_token0;
-  } else {
-    s.sk = p.seqlen_k;
-  }
-  return s;
-}
-
-// Element offset of token `token` (packed index with varlen), head `h`.
-int64_t Offset(const TensorStrides& s, bool varlen, int64_t b, int64_t token, int64_t h) {
-  return (varlen ? 0 : b * s.batch) + token * s.row + h * s.head;
-}
-
-// Element offset of key token `token` of sequence b (packed index without
-// a cache), head `h`, in K or V (strides `s`): dense, packed or paged.
-int64_t KeyOffset(const AttentionArgs& args, const TensorStrides& s, int64_t b, int64_t token,
-                  int64_t h) {
-  const AttentionProblem& p = args.problem;
-  if (p.Paged()) {
-    const int64_t page = args.block_table[b * p.max_pages_per_seq + token / p.page_size];
-    return page * s.batch + (token % p.page_size) * s.row + h * s.head;
-  }
-  return Offset(s, p.VarlenKeys(), b, token, h);
-}
-
-// Writes the new K/V rows of every sequence into its cache (append).
-void AppendToCache(const AttentionArgs& args) {
-  const AttentionProblem& p = args.problem;
-  const size_t row_bytes = p.head_dim * DTypeSize(args.dtype);
-  const size_t elem = DTypeSize(args.dtype);
-  // The cache is written through k / v (attn/problem.h: writable with append).
-  char* k = static_cast<char*>(const_cast<void*>(args.k));
-  char* v = static_cast<char*>(const_cast<void*>(args.v));
-  const char* k_new = static_cast<const char*>(args.k_new);
-  const char* v_new = static_cast<const char*>(args.v_new);
-  for (int64_t b = 0; b < p.batch; ++b) {
-    const Sequence seq = SequenceOf(args, b);
-    for (int64_t i = 0; i < seq.sq; ++i) {
-      const int64_t token = args.cache_seqlens[b] + i;
-      for (int64_t h = 0; h < p.heads_kv; ++h) {
-        const int64_t from = seq.q_token0 + i;
-        std::memcpy(k + KeyOffset(args, args.k_strides, b, token, h) * elem,
-                    k_new + Offset(args.k_new_strides, p.varlen, b, from, h) * elem, row_bytes);
-        std::memcpy(v + KeyOffset(args, args.v_strides, b, token, h) * elem,
-                    v_new + Offset(args.v_new_strides, p.varlen, b, from, h) * elem, row_bytes);
-      }
-    }
-  }
-}
 
 // Per-thread scratch, reused across tasks.
 struct Scratch {
@@ -214,9 +144,7 @@ void RunTask(const AttentionArgs& args, float scale, int64_t b, int64_t h, int64
                 out_base + Offset(args.out_strides, p.varlen, b, seq.q_token0 + i, h) * elem);
       if (p.return_lse) {
         const float lse = empty ? kNegInf : running_max[r] + std::log(running_sum[r]);
-        const int64_t index = p.varlen ? h * p.total_q + seq.q_token0 + i
-                                       : (b * p.heads_q + h) * p.seqlen_q + i;
-        args.lse[index] = lse;
+        args.lse[LseIndex(p, b, seq.q_token0 + i, h)] = lse;
       }
     }
   }
@@ -230,7 +158,8 @@ std::vector<double> NaiveF64(const AttentionProblem& p, double scale, const floa
   const int64_t group = p.heads_q / p.heads_kv;
   const int64_t wl = p.window_left, wr = p.EffectiveWindowRight();
   std::vector<double> out(p.QElements(), 0.0);
-  if (lse != nullptr) lse->assign(p.QTokens() * p.heads_q, -std::numeric_limits<double>::infinity());
+  if (lse != nullptr)
+    lse->assign(p.QTokens() * p.heads_q, -std::numeric_limits<double>::infinity());
   std::vector<double> scores;
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t q0 = p.varlen ? cu_q[b] : b * p.seqlen_q;
@@ -276,42 +205,36 @@ std::vector<double> NaiveF64(const AttentionProblem& p, double scale, const floa
 
 }  // namespace
 
-bool AttentionCpu(const AttentionArgs& args, int num_threads, const std::atomic<bool>* cancel) {
+bool AttentionCpu(const AttentionArgs& args, CpuThreadPool& pool, const std::atomic<bool>* cancel) {
   const AttentionProblem& p = args.problem;
   const float scale = p.ResolvedScale();
   if (p.kv_cache && p.append) AppendToCache(args);
-  // Varlen: seqlen_q is the longest sequence; shorter ones skip their extra tasks.
+  // Varlen: seqlen_q is the longest sequence; shorter ones skip their extra
+  // tasks.
   const int64_t row_tasks = (p.seqlen_q + kTaskRows - 1) / kTaskRows;
-  const int64_t tasks = p.batch * p.heads_q * row_tasks;
-  if (num_threads <= 0) num_threads = static_cast<int>(std::thread::hardware_concurrency());
-  num_threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(num_threads, tasks)));
+  return pool.Run(
+      p.batch * p.heads_q * row_tasks,
+      [&](int64_t t, int /*worker*/) {
+        thread_local Scratch scratch;
+        const int64_t row_task = t % row_tasks;
+        const int64_t h = (t / row_tasks) % p.heads_q;
+        const int64_t b = t / (row_tasks * p.heads_q);
+        RunTask(args, scale, b, h, row_task * kTaskRows, scratch);
+      },
+      cancel);
+}
 
-  std::atomic<int64_t> next{0};
-  std::atomic<bool> stopped{false};
-  auto worker = [&]() {
-    Scratch scratch;
-    for (int64_t t = next++; t < tasks; t = next++) {
-      if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
-        stopped.store(true, std::memory_order_relaxed);
-        return;
-      }
-      const int64_t row_task = t % row_tasks;
-      const int64_t h = (t / row_tasks) % p.heads_q;
-      const int64_t b = t / (row_tasks * p.heads_q);
-      RunTask(args, scale, b, h, row_task * kTaskRows, scratch);
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int i = 1; i < num_threads; ++i) threads.emplace_back(worker);
-  worker();
-  for (std::thread& t : threads) t.join();
-  return !stopped.load(std::memory_order_relaxed);
+bool AttentionCpu(const AttentionArgs& args, int num_threads, const std::atomic<bool>* cancel) {
+  const AttentionProblem& p = args.problem;
+  const int64_t tasks = p.batch * p.heads_q * ((p.seqlen_q + kTaskRows - 1) / kTaskRows);
+  if (num_threads <= 0) num_threads = CpuThreadPool::AvailableCores();
+  CpuThreadPool pool(static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(num_threads, tasks))));
+  return AttentionCpu(args, pool, cancel);
 }
 
 std::vector<double> AttentionNaiveF64(const AttentionProblem& problem, const float* q,
-                                      const float* k, const float* v,
-                                      const int32_t* cu_seqlens_q, const int32_t* cu_seqlens_k,
-                                      std::vector<double>* lse) {
+                                      const float* k, const float* v, const int32_t* cu_seqlens_q,
+                                      const int32_t* cu_seqlens_k, std::vector<double>* lse) {
   return NaiveF64(problem, problem.ResolvedScale(), q, k, v, cu_seqlens_q, cu_seqlens_k, lse);
 }
 

@@ -4,12 +4,11 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "attn/attention.h"
-#include "attn/cpu_reference.h"
+#include "attn/cpu_kernels.h"
 #include "backends/output_poison.h"
 
 namespace attn::server {
@@ -30,7 +29,8 @@ absl::Status CheckPlan(const LaunchPlan& plan) {
   }
   for (const Job* job : plan.jobs()) {
     for (const TensorSource* input : {&job->q, &job->k, &job->v}) {
-      if (input->on_device()) return absl::InternalError("CpuExecutor given a tensor in a CUDA region");
+      if (input->on_device())
+        return absl::InternalError("CpuExecutor given a tensor in a CUDA region");
     }
     if (job->out.on_device() || (spec.problem.return_lse && job->lse.on_device())) {
       return absl::InternalError("CpuExecutor given an output in a CUDA region");
@@ -75,9 +75,8 @@ void Scatter(const std::vector<OutputPart>& parts, const std::string& stacked) {
 }  // namespace
 
 CpuExecutor::CpuExecutor(int threads)
-    : threads_(threads > 0 ? threads
-                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
-      name_(absl::StrCat("cpu (", threads_, threads_ == 1 ? " thread)" : " threads)")) {}
+    : pool_(threads),
+      name_(absl::StrCat("cpu (", pool_.size(), pool_.size() == 1 ? " thread)" : " threads)")) {}
 
 std::vector<absl::Status> CpuExecutor::Run(absl::Span<Job* const> jobs) {
   return RunPlanned(jobs, LaunchCapacity{}, name_,
@@ -115,13 +114,14 @@ absl::Status CpuExecutor::RunPlan(const LaunchPlan& plan) {
   }
   const int64_t stack_ns = plan.stacked() ? ToNanos(absl::Now() - stack_start) : 0;
 
-  // The CPU kernel, with this executor's thread count. A lone call's
+  // The request's CPU kernel on this executor's threads. A lone call's
   // cancellation flag (client cancel, deadline, the server's drain timeout:
   // gRPC cancels the call for each) is read between tasks.
   const absl::Time start = absl::Now();
   const std::atomic<bool>* cancelled = plan.stacked() ? nullptr : plan.jobs().front()->cancelled;
   const bool finished =
-      AttentionCpu(spec.Args(inputs[0], inputs[1], inputs[2], out, lse), threads_, cancelled);
+      RunCpuKernel(spec.kernel_info().name, spec.Args(inputs[0], inputs[1], inputs[2], out, lse),
+                   pool_, cancelled);
   const int64_t kernel_ns = ToNanos(absl::Now() - start);
   if (!finished) {
     return absl::CancelledError(absl::StrCat("stopped between tiles after ",

@@ -1,10 +1,10 @@
 // server/backends/cpu_executor.h
 //
-// CpuExecutor: the CPU backend. Runs the kernel library's CPU reference
-// ("cpu_reference": fp32 accumulation, tiled online softmax) on host memory,
-// with a fixed number of threads per request. A lone job's tensors are read
-// where they are (gathered only when they arrived in several pieces) and
-// its outputs written straight to their destinations; a stacked launch
+// CpuExecutor: the CPU backend. Runs the request's CPU kernel ("cpu_flash"
+// by default, or "cpu_reference") on host memory, on a thread pool of its
+// own made at start-up (no thread is created per request). A lone job's tensors
+// are read where they are (gathered only when they arrived in several pieces)
+// and its outputs written straight to their destinations; a stacked launch
 // (backends/launch_plan.h) copies each job's inputs into one array per
 // tensor and each job's slice of the outputs back out. A stacked launch
 // cannot be stopped early by one call's cancellation.
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "attn/cpu_thread_pool.h"
 #include "backends/launch_plan.h"
 #include "core/executor.h"
 
@@ -22,7 +23,7 @@ namespace attn::server {
 
 class CpuExecutor : public Executor {
  public:
-  // `threads` per request; 0 = the host's hardware concurrency.
+  // `threads` in its pool; 0 = the cores this process may use.
   explicit CpuExecutor(int threads);
 
   std::vector<absl::Status> Run(absl::Span<Job* const> jobs) override;
@@ -33,7 +34,7 @@ class CpuExecutor : public Executor {
  private:
   absl::Status RunPlan(const LaunchPlan& plan);
 
-  int threads_;
+  CpuThreadPool pool_;
   std::string name_;
 };
 

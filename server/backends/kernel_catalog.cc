@@ -90,7 +90,7 @@ absl::StatusOr<KernelCatalog> KernelCatalog::ForBackend(Backend backend) {
     if (!handle.ok()) return handle.status();
     kernels.push_back(*std::move(handle));
   }
-  std::string default_name = kCpuKernelName;
+  std::string default_name = kCpuFlashKernelName;
   if (backend == Backend::kCuda) {
     const bool has_production =
         std::any_of(kernels.begin(), kernels.end(), [](const KernelHandle& k) {

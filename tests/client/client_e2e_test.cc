@@ -112,7 +112,7 @@ TEST_F(ClientE2eTest, AttendMatchesTheFloat64Reference) {
     EXPECT_FALSE(result->client.streamed);
     EXPECT_LT(ErrorAgainstReference(in, *result), 1e-2) << DTypeName(dtype) << " seed " << seed;
     EXPECT_EQ(result->backend, "cpu");
-    EXPECT_EQ(result->kernel, "cpu_reference");
+    EXPECT_EQ(result->kernel, "cpu_flash");
     EXPECT_GT(result->server.kernel_ns, 0);
     EXPECT_GE(result->server.total_ns, result->server.kernel_ns);
     EXPECT_GE(result->client.round_trip_ns, result->server.total_ns);

@@ -165,7 +165,7 @@ class SplitE2eTest : public ::testing::Test {
                             result->lse.size() * sizeof(float)) == 0)
         << "split LSE differs from the unsplit call's";
     attn::testing::ExpectMatchesReference(in, options, result->out, result->lse);
-    EXPECT_EQ(result->kernel, "cpu_reference");
+    EXPECT_EQ(result->kernel, "cpu_flash");
     EXPECT_GT(result->server.kernel_ns, 0);
     EXPECT_GE(result->server.total_ns, result->server.kernel_ns);
     EXPECT_GE(result->client.round_trip_ns, result->server.total_ns);

@@ -1,20 +1,23 @@
-// The CPU kernel (the service's CPU backend) against naive float64, over every
+// The CPU kernels (cpu_flash, the service's CPU backend, and cpu_reference)
+// against naive float64, over every
 // feature of attn/problem.h: lengths 1..1000, seqlen_q != seqlen_k with and
 // without causal, GQA/MQA, head dims 8..512, sliding windows, varlen batches
 // (empty sequences included), LSE, strided tensors, fully masked rows.
 // Outputs and LSE are poisoned with NaN first, so an unwritten element fails.
 #include "attn/cpu_reference.h"
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "attn/attention.h"
+#include "attn/cpu_kernels.h"
 #include "test_util.h"
 
 namespace attn {
@@ -34,7 +37,6 @@ using testing::TensorLayout;
 
 constexpr uint16_t kPaddingBits = 0x7ffe;  // another NaN: padding between strided elements
 const float kLsePoison = std::numeric_limits<float>::quiet_NaN();
-
 
 AttentionProblem Causal(AttentionProblem p) {
   p.causal = true;
@@ -72,9 +74,10 @@ struct CpuRun {
   absl::Status status;
 };
 
-// Runs the CPU kernel through Forward on `in`, strided when asked, with
-// poisoned outputs; expects every padding element untouched.
-CpuRun RunCpu(const ProblemInputs& in, bool strided, int threads = 0) {
+// Runs CPU kernel `kernel` on `in` (through Forward, or with `threads` > 0
+// on a pool of that many), strided when asked, with poisoned outputs;
+// expects every padding element untouched.
+CpuRun RunCpu(const std::string& kernel, const ProblemInputs& in, bool strided, int threads = 0) {
   const AttentionProblem& p = in.problem;
   CpuRun run;
   std::vector<float> lse(p.return_lse ? p.LseElements() : 0, kLsePoison);
@@ -103,10 +106,11 @@ CpuRun RunCpu(const ProblemInputs& in, bool strided, int threads = 0) {
   args.v = v.data();
   args.out = out.data();
   if (threads == 0) {
-    run.status = Forward(args, kCpuKernelName);
+    run.status = Forward(args, kernel);
   } else {
-    run.status = ValidateArgs(args, *FindKernel(kCpuKernelName));
-    if (run.status.ok()) AttentionCpu(args, threads);
+    run.status = ValidateArgs(args, *FindKernel(kernel));
+    CpuThreadPool pool(threads);
+    if (run.status.ok()) EXPECT_TRUE(RunCpuKernel(kernel, args, pool));
   }
   if (strided) {
     EXPECT_EQ(q_layout.CountPaddingNot(out, kPaddingBits), 0) << "padding written";
@@ -122,10 +126,10 @@ double OutputTolerance(DType dtype) { return dtype == DType::kBFloat16 ? 5e-3 : 
 constexpr double kLseTolerance = 1e-4;
 
 // Runs one case and checks every element against float64.
-void CheckCase(const Case& c, DType dtype) {
+void CheckCase(const std::string& kernel, const Case& c, DType dtype) {
   const ProblemInputs in = MakeProblemInputs(c.problem, dtype, FreshSeed(), c.cu_q, c.cu_k);
-  SCOPED_TRACE(c.name + (c.strided ? " (strided) " : " ") + Describe(in));
-  const CpuRun run = RunCpu(in, c.strided);
+  SCOPED_TRACE(kernel + " " + c.name + (c.strided ? " (strided) " : " ") + Describe(in));
+  const CpuRun run = RunCpu(kernel, in, c.strided);
   ASSERT_TRUE(run.status.ok()) << run.status;
   std::vector<double> ref_lse;
   const std::vector<double> ref =
@@ -201,17 +205,20 @@ std::vector<Case> FeatureCases() {
       Make("window Sq>Sk", Window(DenseProblem(2, 200, 50, 2, 2, 64), 5, 0)),  // empty rows
       Make("window Sq>Sk 0,0", Window(DenseProblem(1, 100, 30, 2, 2, 64), 0, 0)),
       // Varlen, empty sequences included.
-      Varlen("varlen", DenseProblem(0, 0, 0, 4, 2, 64), {1, 7, 100, 0, 300, 4}, {5, 7, 130, 20, 1, 0}),
+      Varlen("varlen", DenseProblem(0, 0, 0, 4, 2, 64), {1, 7, 100, 0, 300, 4},
+             {5, 7, 130, 20, 1, 0}),
       Varlen("varlen causal MQA", Causal(DenseProblem(0, 0, 0, 8, 1, 128)), {1, 7, 100, 0, 300, 4},
              {5, 7, 130, 20, 1, 0}),
-      Varlen("varlen window", Window(DenseProblem(0, 0, 0, 2, 2, 96), 10, 3), {50, 7, 100}, {60, 1, 90}),
+      Varlen("varlen window", Window(DenseProblem(0, 0, 0, 2, 2, 96), 10, 3), {50, 7, 100},
+             {60, 1, 90}),
       Varlen("varlen long causal", Causal(DenseProblem(0, 0, 0, 2, 1, 64)), {1000, 1, 33},
              {1000, 1000, 20}),
       Varlen("varlen single", DenseProblem(0, 0, 0, 2, 2, 64), {13}, {29}),
       // Strided tensors.
       Make("strided", DenseProblem(2, 100, 100, 4, 4, 64), /*strided=*/true),
       Make("strided GQA causal", Causal(DenseProblem(2, 50, 80, 4, 2, 96)), true),
-      Varlen("strided varlen", Causal(DenseProblem(0, 0, 0, 4, 2, 64)), {30, 0, 70}, {50, 5, 40}, true),
+      Varlen("strided varlen", Causal(DenseProblem(0, 0, 0, 4, 2, 64)), {30, 0, 70}, {50, 5, 40},
+             true),
   };
   // A scale of our own, and no LSE asked for.
   AttentionProblem scaled = Causal(DenseProblem(1, 100, 100, 2, 2, 64));
@@ -223,22 +230,27 @@ std::vector<Case> FeatureCases() {
   return cases;
 }
 
-class CpuReferenceTest : public ::testing::TestWithParam<DType> {};
+// Parameters: the kernel's name and the dtype.
+class CpuReferenceTest : public ::testing::TestWithParam<std::tuple<std::string, DType>> {
+ protected:
+  const std::string& Kernel() const { return std::get<0>(GetParam()); }
+  DType Dtype() const { return std::get<1>(GetParam()); }
+};
 
 TEST_P(CpuReferenceTest, EveryFeatureMatchesFloat64) {
-  for (const Case& c : FeatureCases()) CheckCase(c, GetParam());
+  for (const Case& c : FeatureCases()) CheckCase(Kernel(), c, Dtype());
 }
 
 // The seed's dense self-attention, through the Shape overload of the
 // float64 reference.
 TEST_P(CpuReferenceTest, SelfAttentionMatchesShapeReference) {
   const Shape shape{2, 97, 3, 128};
-  const testing::HostInputs in = testing::MakeRandomInputs(shape, GetParam(), FreshSeed());
+  const testing::HostInputs in = testing::MakeRandomInputs(shape, Dtype(), FreshSeed());
   std::vector<uint16_t> out(in.q.size(), kPoisonBits);
   const AttentionProblem p = AttentionProblem::SelfAttention(2, 97, 3, 128);
-  ASSERT_TRUE(Forward(AttentionArgs::Contiguous(p, in.dtype, in.q.data(), in.k.data(),
-                                                in.v.data(), out.data()),
-                      kCpuKernelName)
+  ASSERT_TRUE(Forward(AttentionArgs::Contiguous(p, in.dtype, in.q.data(), in.k.data(), in.v.data(),
+                                                out.data()),
+                      Kernel())
                   .ok());
   const std::vector<double> ref = AttentionNaiveF64(in.q_float.data(), in.k_float.data(),
                                                     in.v_float.data(), shape, p.ResolvedScale());
@@ -251,9 +263,9 @@ TEST_P(CpuReferenceTest, SelfAttentionMatchesShapeReference) {
 TEST_P(CpuReferenceTest, ThreadCountDoesNotChangeResult) {
   Case c = Varlen("", Causal(Window(DenseProblem(0, 0, 0, 4, 2, 64), 50, -1)), {300, 1, 150},
                   {300, 7, 200});
-  const ProblemInputs in = MakeProblemInputs(c.problem, GetParam(), FreshSeed(), c.cu_q, c.cu_k);
-  const CpuRun one = RunCpu(in, false, 1);
-  const CpuRun many = RunCpu(in, false, 7);
+  const ProblemInputs in = MakeProblemInputs(c.problem, Dtype(), FreshSeed(), c.cu_q, c.cu_k);
+  const CpuRun one = RunCpu(Kernel(), in, false, 1);
+  const CpuRun many = RunCpu(Kernel(), in, false, 7);
   ASSERT_TRUE(one.status.ok()) << one.status;
   EXPECT_EQ(one.out, many.out) << Describe(in);
   ASSERT_EQ(one.lse.size(), many.lse.size());
@@ -267,8 +279,8 @@ TEST_P(CpuReferenceTest, ThreadCountDoesNotChangeResult) {
 TEST_P(CpuReferenceTest, StableUnderLargeScores) {
   AttentionProblem p = Causal(DenseProblem(1, 200, 300, 2, 1, 64));
   p.softmax_scale = 40.0f;
-  const ProblemInputs in = MakeProblemInputs(p, GetParam(), FreshSeed());
-  const CpuRun run = RunCpu(in, false);
+  const ProblemInputs in = MakeProblemInputs(p, Dtype(), FreshSeed());
+  const CpuRun run = RunCpu(Kernel(), in, false);
   ASSERT_TRUE(run.status.ok()) << run.status;
   std::vector<double> ref_lse;
   const std::vector<double> ref = AttentionNaiveF64(p, in.q_float.data(), in.k_float.data(),
@@ -281,10 +293,10 @@ TEST_P(CpuReferenceTest, StableUnderLargeScores) {
 
 // A row that sees no key: output exactly 0 and LSE exactly -inf, and the
 // float64 reference agrees.
-TEST(CpuReferenceMaskTest, RowsWithoutKeysAreZeroWithMinusInfLse) {
+TEST_P(CpuReferenceTest, RowsWithoutKeysAreZeroWithMinusInfLse) {
   const AttentionProblem p = Causal(DenseProblem(1, 10, 4, 1, 1, 8));  // rows 0..5 see nothing
-  const ProblemInputs in = MakeProblemInputs(p, DType::kFloat16, FreshSeed());
-  const CpuRun run = RunCpu(in, false);
+  const ProblemInputs in = MakeProblemInputs(p, Dtype(), FreshSeed());
+  const CpuRun run = RunCpu(Kernel(), in, false);
   ASSERT_TRUE(run.status.ok()) << run.status;
   std::vector<double> ref_lse;
   AttentionNaiveF64(p, in.q_float.data(), in.k_float.data(), in.v_float.data(), nullptr, nullptr,
@@ -303,26 +315,30 @@ TEST(CpuReferenceMaskTest, RowsWithoutKeysAreZeroWithMinusInfLse) {
 
 // The cancellation hook: read before every task, so a flag already set stops
 // the call before any row is written; an unset flag changes nothing.
-TEST(CpuReferenceCancelTest, StopsBetweenTasksWhenCancelled) {
-  const AttentionProblem p = DenseProblem(2, 200, 200, 2, 2, 64);  // 16 tasks
-  const ProblemInputs in = MakeProblemInputs(p, DType::kBFloat16, FreshSeed());
+TEST_P(CpuReferenceTest, StopsBetweenTasksWhenCancelled) {
+  const AttentionProblem p = DenseProblem(2, 200, 200, 2, 2, 64);  // 8 or 16 tasks
+  const ProblemInputs in = MakeProblemInputs(p, Dtype(), FreshSeed());
   std::vector<float> lse(p.LseElements(), kLsePoison);
   std::vector<uint16_t> out(p.QElements(), kPoisonBits);
   const AttentionArgs args = AttentionArgs::Contiguous(p, in.dtype, in.q.data(), in.k.data(),
                                                        in.v.data(), out.data(), lse.data());
-  ASSERT_TRUE(ValidateArgs(args, *FindKernel(kCpuKernelName)).ok());
+  ASSERT_TRUE(ValidateArgs(args, *FindKernel(Kernel())).ok());
+  CpuThreadPool pool(2);
   std::atomic<bool> cancel{true};
-  EXPECT_FALSE(AttentionCpu(args, 2, &cancel));
+  EXPECT_FALSE(RunCpuKernel(Kernel(), args, pool, &cancel));
   for (uint16_t bits : out) ASSERT_EQ(bits, kPoisonBits) << "a cancelled call wrote a row";
   cancel = false;
-  EXPECT_TRUE(AttentionCpu(args, 2, &cancel));
+  EXPECT_TRUE(RunCpuKernel(Kernel(), args, pool, &cancel));
   EXPECT_EQ(CountNonFinite(out, in.dtype), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDTypes, CpuReferenceTest,
-                         ::testing::Values(DType::kFloat16, DType::kBFloat16),
-                         [](const auto& param_info) {
-                           return std::string(DTypeName(param_info.param));
+INSTANTIATE_TEST_SUITE_P(KernelsAndDTypes, CpuReferenceTest,
+                         ::testing::Combine(::testing::Values(std::string(kCpuFlashKernelName),
+                                                              std::string(kCpuKernelName)),
+                                            ::testing::Values(DType::kFloat16, DType::kBFloat16)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" +
+                                  std::string(DTypeName(std::get<1>(info.param)));
                          });
 
 }  // namespace

@@ -1,14 +1,15 @@
-// The CPU kernel on K/V cache problems (dense and paged caches, append,
-// shared prefix pages, varlen queries, every mask) against float64 on the
-// same attention over keys gathered out of the cache; the cache after the
-// call exactly the expected one; bad tables and lengths refused naming the
-// field before anything is read or written.
+// The CPU kernels (cpu_flash and cpu_reference) on K/V cache problems (dense
+// and paged caches, append, shared prefix pages, varlen queries, every mask)
+// against float64 on the same attention over keys gathered out of the cache;
+// the cache after the call exactly the expected one; bad tables and lengths
+// refused naming the field before anything is read or written.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "attn/attention.h"
 #include "attn/cpu_reference.h"
@@ -38,7 +39,9 @@ std::vector<float> Floats(const std::vector<uint16_t>& bits, DType dtype) {
 // copy the call may write.
 struct HostCall {
   explicit HostCall(const KvCacheCase& c)
-      : k(c.k_cache), v(c.v_cache), out(c.q.size(), testing::kPoisonBits),
+      : k(c.k_cache),
+        v(c.v_cache),
+        out(c.q.size(), testing::kPoisonBits),
         lse(c.problem.return_lse ? c.problem.LseElements() : 0, kLsePoison) {
     const AttentionProblem& p = c.problem;
     args = AttentionArgs::Contiguous(p, DType::kBFloat16, c.q.data(), k.data(), v.data(),
@@ -56,12 +59,12 @@ struct HostCall {
   AttentionArgs args;
 };
 
-void CheckCase(const KvCacheSpec& spec, DType dtype) {
+void CheckCase(const std::string& kernel, const KvCacheSpec& spec, DType dtype) {
   const KvCacheCase c = MakeKvCacheCase(spec, dtype, FreshSeed());
-  SCOPED_TRACE(c.Describe(dtype));
+  SCOPED_TRACE(kernel + " " + c.Describe(dtype));
   HostCall call(c);
   call.args.dtype = dtype;
-  const absl::Status st = Forward(call.args, kCpuKernelName);
+  const absl::Status st = Forward(call.args, kernel);
   ASSERT_TRUE(st.ok()) << st;
   EXPECT_EQ(call.k, c.k_cache_after) << "K cache after the call";
   EXPECT_EQ(call.v, c.v_cache_after) << "V cache after the call";
@@ -101,31 +104,38 @@ std::vector<KvCacheSpec> Cases() {
       KvSpec("dense decode append", KvHeads(8, 2, 64), {0, 5, 99, 37}, {1, 1, 1, 1}, 0, 100, true),
       KvSpec("dense speculative append MQA", KvHeads(8, 1, 128), {3, 60}, {4, 4}, 0, 70, true),
       KvSpec("paged 16 decode append", KvHeads(8, 2, 64), {0, 15, 16, 17, 100}, {1, 1, 1, 1, 1}, 16,
-           160, true),
+             160, true),
       KvSpec("paged 1", KvHeads(4, 2, 64), {0, 1, 9}, {1, 1, 1}, 1, 12, true),
       KvSpec("paged 64 speculative", KvHeads(16, 4, 128), {63, 64, 200}, {4, 4, 4}, 64, 256, true),
-      KvSpec("paged 16 no append Sq=3", KvHeads(8, 8, 64, false), {40, 1, 33}, {3, 3, 3}, 16, 48, false),
-      KvSpec("varlen chunks append", KvHeads(8, 2, 64), {10, 0, 50, 64, 0}, {7, 0, 30, 1, 0}, 16, 96,
-           true, true),
+      KvSpec("paged 16 no append Sq=3", KvHeads(8, 8, 64, false), {40, 1, 33}, {3, 3, 3}, 16, 48,
+             false),
+      KvSpec("varlen chunks append", KvHeads(8, 2, 64), {10, 0, 50, 64, 0}, {7, 0, 30, 1, 0}, 16,
+             96, true, true),
       KvSpec("varlen window", window, {100, 3, 50}, {5, 1, 20}, 32, 128, true, true),
-      KvSpec("shared prefix", KvHeads(8, 2, 64), {40, 70, 33}, {1, 1, 1}, 16, 96, false, false, true),
-      KvSpec("shared prefix append", KvHeads(8, 2, 64), {40, 70, 33}, {2, 2, 2}, 16, 96, true, false,
-           true),
+      KvSpec("shared prefix", KvHeads(8, 2, 64), {40, 70, 33}, {1, 1, 1}, 16, 96, false, false,
+             true),
+      KvSpec("shared prefix append", KvHeads(8, 2, 64), {40, 70, 33}, {2, 2, 2}, 16, 96, true,
+             false, true),
       KvSpec("D=256 paged 128", KvHeads(4, 1, 256), {300, 129}, {1, 1}, 128, 384, true),
       KvSpec("scale, no LSE, dense", scaled_no_lse, {20, 50}, {2, 2}, 0, 64, true),
   };
 }
 
-class KvCacheCpuTest : public ::testing::TestWithParam<DType> {};
+// Parameters: the kernel's name and the dtype.
+class KvCacheCpuTest : public ::testing::TestWithParam<std::tuple<std::string, DType>> {};
 
 TEST_P(KvCacheCpuTest, MatchesFloat64OverTheGatheredKeys) {
-  for (const KvCacheSpec& spec : Cases()) ASSERT_NO_FATAL_FAILURE(CheckCase(spec, GetParam()));
+  const auto& [kernel, dtype] = GetParam();
+  for (const KvCacheSpec& spec : Cases()) ASSERT_NO_FATAL_FAILURE(CheckCase(kernel, spec, dtype));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDTypes, KvCacheCpuTest,
-                         ::testing::Values(DType::kFloat16, DType::kBFloat16),
-                         [](const auto& param_info) {
-                           return std::string(DTypeName(param_info.param));
+INSTANTIATE_TEST_SUITE_P(KernelsAndDTypes, KvCacheCpuTest,
+                         ::testing::Combine(::testing::Values(std::string(kCpuFlashKernelName),
+                                                              std::string(kCpuKernelName)),
+                                            ::testing::Values(DType::kFloat16, DType::kBFloat16)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" +
+                                  std::string(DTypeName(std::get<1>(info.param)));
                          });
 
 // Bad tables, lengths and shapes: INVALID_ARGUMENT naming the field, and
@@ -164,19 +174,20 @@ TEST(KvCacheCpuValidation, RefusesBadTablesAndLengths) {
     a.cache_seqlens = b.cache_seqlens.data();
   });
   // Missing tables.
-  expect_refused("cache_seqlens", [&](KvCacheCase&, AttentionArgs& a) { a.cache_seqlens = nullptr; });
+  expect_refused("cache_seqlens",
+                 [&](KvCacheCase&, AttentionArgs& a) { a.cache_seqlens = nullptr; });
   expect_refused("block_table", [&](KvCacheCase&, AttentionArgs& a) { a.block_table = nullptr; });
   expect_refused("k_new", [&](KvCacheCase&, AttentionArgs& a) { a.k_new = nullptr; });
   // Shapes: a page size that is not a power of two, a capacity that is
   // not the pages', fields of a cache without kv_cache.
-  expect_refused("page_size is 24", [&](KvCacheCase&, AttentionArgs& a) {
-    a.problem.page_size = 24;
-  });
-  expect_refused("seqlen_k is 31", [&](KvCacheCase&, AttentionArgs& a) { a.problem.seqlen_k = 31; });
-  expect_refused("num_pages is 0", [&](KvCacheCase&, AttentionArgs& a) { a.problem.num_pages = 0; });
-  expect_refused("append is set but kv_cache is not", [&](KvCacheCase&, AttentionArgs& a) {
-    a.problem.kv_cache = false;
-  });
+  expect_refused("page_size is 24",
+                 [&](KvCacheCase&, AttentionArgs& a) { a.problem.page_size = 24; });
+  expect_refused("seqlen_k is 31",
+                 [&](KvCacheCase&, AttentionArgs& a) { a.problem.seqlen_k = 31; });
+  expect_refused("num_pages is 0",
+                 [&](KvCacheCase&, AttentionArgs& a) { a.problem.num_pages = 0; });
+  expect_refused("append is set but kv_cache is not",
+                 [&](KvCacheCase&, AttentionArgs& a) { a.problem.kv_cache = false; });
 }
 
 // A kernel without K/V caches refuses the problem by name.

@@ -25,7 +25,7 @@ bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-TEST(RegistryTest, ProductionOnlyListsTheCpuReferenceAndFlashFwd) {
+TEST(RegistryTest, ProductionOnlyListsTheCpuKernelsAndFlashFwd) {
   const std::vector<KernelInfo> kernels = ListKernels();
   ASSERT_FALSE(kernels.empty());
   EXPECT_EQ(kernels.front().name, kCpuKernelName);
@@ -34,7 +34,9 @@ TEST(RegistryTest, ProductionOnlyListsTheCpuReferenceAndFlashFwd) {
     EXPECT_EQ(k.ladder_step, 0) << k.name << ": no ladder kernel without attn::ladder";
     // The fake library of RegisteredLibraryIsListedAndResolved, if it ran first.
     if (k.name == kFakeKernelName) continue;
-    EXPECT_TRUE(k.name == kCpuKernelName || k.name == kProductionKernelName) << k.name;
+    EXPECT_TRUE(k.name == kCpuKernelName || k.name == kCpuFlashKernelName ||
+                k.name == kProductionKernelName)
+        << k.name;
     has_flash_fwd = has_flash_fwd || k.name == kProductionKernelName;
   }
   EXPECT_EQ(has_flash_fwd, BuiltWithCuda());
@@ -211,7 +213,7 @@ TEST(RegistryTest, RegisteredLibraryIsListedAndResolved) {
   for (size_t i = 0; i < kernels.size(); ++i) {
     if (kernels[i].name != kFakeKernelName) continue;
     ++found;
-    EXPECT_EQ(i, 1u) << "after the CPU reference, before the production GPU kernel";
+    EXPECT_EQ(i, 2u) << "after the CPU kernels, before the production GPU kernel";
   }
   EXPECT_EQ(found, 1);
   EXPECT_TRUE(ResolveKernel(kFakeKernelName).ok());

@@ -565,9 +565,11 @@ TEST_F(E2eTest, ListKernelsAndServerInfoDescribeTheBackend) {
   }
   EXPECT_EQ(defaults, 1);
   if (!kCuda) {
-    ASSERT_EQ(kernels_->kernels_size(), 1);
+    ASSERT_EQ(kernels_->kernels_size(), 2);
     EXPECT_EQ(kernels_->kernels(0).name(), kCpuKernelName);
+    EXPECT_EQ(kernels_->kernels(1).name(), kCpuFlashKernelName);
     EXPECT_EQ(kernels_->kernels(0).max_head_dim(), kMaxCpuHeadDim);
+    EXPECT_EQ(kernels_->kernels(1).max_head_dim(), kMaxCpuHeadDim);
   }
 
   pb::ServerInfo info;
@@ -811,8 +813,8 @@ TEST_F(E2eTest, DefaultKernelListsEveryFeature) {
                 kernel.kv_seq_len_differs() && kernel.lse() && kernel.varlen())
         << kernel.ShortDebugString();
     if (!kCuda) {
-      EXPECT_EQ(kernel.name(), kCpuKernelName);
-      EXPECT_EQ(kernel.head_dims_size(), 0) << "cpu_reference takes any head_dim";
+      EXPECT_EQ(kernel.name(), kCpuFlashKernelName);
+      EXPECT_EQ(kernel.head_dims_size(), 0) << "cpu_flash takes any head_dim";
       EXPECT_EQ(kernel.head_dim(), 0);
       EXPECT_EQ(kernel.max_head_dim(), kMaxCpuHeadDim);
       EXPECT_EQ(kernel.min_compute_capability(), 0);
@@ -1014,7 +1016,8 @@ TEST_F(E2eTest, OldProtoRequestIsAnsweredAsBefore) {
 }
 
 // Admission control and deadlines need a request that holds the only worker
-// for a while: a CPU request of 34 GFLOP on one thread (seconds; the checks
+// for a while: a CPU request of 34 GFLOP on one thread of the simple
+// cpu_reference kernel (seconds; cpu_flash takes ~0.2 s; the checks
 // below wait on the server's state, and only the deadline test assumes the
 // slow request outlasts a 300 ms deadline).
 class QueueTest : public ::testing::Test {
@@ -1035,6 +1038,7 @@ class QueueTest : public ::testing::Test {
   // Starts the slow request and waits until it runs (in flight, not queued).
   void StartSlow(AsyncAttend& slow) {
     slow.request = MakeRequest(MakeRandomInputs({1, 4096, 8, 64}, DType::kBFloat16, 1), "slow");
+    slow.request.set_kernel(kCpuKernelName);
     slow.Start(*stub_, absl::Seconds(300));
     ASSERT_TRUE(WaitForStats(
         *stub_, [](const pb::ServerStats& s) { return s.in_flight() == 1 && s.queued() == 0; }));

@@ -23,8 +23,8 @@ bool Contains(absl::string_view text, absl::string_view part) {
 TEST(ProductionCatalogTest, CpuCatalogRefusesCudaAndLadderNames) {
   absl::StatusOr<KernelCatalog> catalog = KernelCatalog::ForBackend(Backend::kCpu);
   ASSERT_TRUE(catalog.ok()) << catalog.status();
-  ASSERT_EQ(catalog->kernels().size(), 1u);
-  EXPECT_EQ(catalog->default_kernel().info().name, kCpuKernelName);
+  ASSERT_EQ(catalog->kernels().size(), 2u);
+  EXPECT_EQ(catalog->default_kernel().info().name, kCpuFlashKernelName);
   const absl::StatusOr<const KernelHandle*> flash = catalog->Resolve(kProductionKernelName, kProblem);
   ASSERT_EQ(flash.status().code(), absl::StatusCode::kFailedPrecondition) << flash.status();
   EXPECT_TRUE(Contains(flash.status().message(), BuiltWithCuda() ? "this server runs the cpu backend"

@@ -67,7 +67,7 @@ TEST_F(CodecTest, DecodesAValidRequest) {
   EXPECT_EQ(spec->problem.ToString(), AttentionProblem::SelfAttention(1, 4, 2, 64).ToString());
   EXPECT_EQ(spec->problem.softmax_scale, 0.0f);
   ASSERT_NE(spec->kernel, nullptr);
-  EXPECT_EQ(spec->kernel_info().name, kCpuKernelName);
+  EXPECT_EQ(spec->kernel_info().name, kCpuFlashKernelName);
   EXPECT_EQ(spec->QBytes(), 1024);
   EXPECT_EQ(spec->KVBytes(), 1024);
   EXPECT_EQ(spec->LseBytes(), 0);
@@ -266,7 +266,7 @@ TEST_F(CodecTest, RejectsUnsupportedHeadDim) {
   pb::AttendRequest request = Valid();
   request.mutable_shape()->set_head_dim(1024);
   ExpectError(request, absl::StatusCode::kInvalidArgument,
-              "head_dim is 1024; kernel 'cpu_reference' supports head_dim up to 512 (head_dim is "
+              "head_dim is 1024; kernel 'cpu_flash' supports head_dim up to 512 (head_dim is "
               "shape.head_dim)");
 }
 
@@ -333,7 +333,7 @@ TEST_F(CodecTest, EncodesResponseHeader) {
   EXPECT_EQ(response.shape().head_dim(), 64);
   EXPECT_EQ(response.timing().kernel_ns(), 1000);
   EXPECT_EQ(response.timing().total_ns(), 2000);
-  EXPECT_EQ(response.kernel(), "cpu_reference");
+  EXPECT_EQ(response.kernel(), "cpu_flash");
   EXPECT_EQ(response.backend(), "cpu");
   EXPECT_EQ(response.device(), "cpu (1 thread)");
   // 4 * 1 * 2 * 4 * 4 * 64 flops in 1000 ns.
@@ -358,11 +358,11 @@ TEST_F(CodecTest, EncodesResponseHeader) {
   EXPECT_EQ(response.shape().kv_seq_len(), 0);
 }
 
-TEST(KernelCatalogTest, CpuCatalogHasOnlyTheReference) {
+TEST(KernelCatalogTest, CpuCatalogHasTheCpuKernelsWithFlashAsDefault) {
   absl::StatusOr<KernelCatalog> catalog = KernelCatalog::ForBackend(Backend::kCpu);
   ASSERT_TRUE(catalog.ok());
-  ASSERT_EQ(catalog->kernels().size(), 1u);
-  EXPECT_EQ(catalog->default_kernel().info().name, kCpuKernelName);
+  ASSERT_EQ(catalog->kernels().size(), 2u);
+  EXPECT_EQ(catalog->default_kernel().info().name, kCpuFlashKernelName);
   EXPECT_EQ(catalog->MinHeadDim(), 1);
   absl::StatusOr<const KernelHandle*> kernel =
       catalog->Resolve("", AttentionProblem::SelfAttention(1, 3, 1, 7));

@@ -211,7 +211,7 @@ TEST(WorkerFaultTest, OneFailingWorkerRetiresAndTheOthersServe) {
   EXPECT_EQ(
       SampleValue(
           text,
-          R"m(attn_inference_request_failure_total{code="INTERNAL",kernel="cpu_reference",reason="server",rpc="Attend"})m"),
+          R"m(attn_inference_request_failure_total{code="INTERNAL",kernel="cpu_flash",reason="server",rpc="Attend"})m"),
       1)
       << text;
 

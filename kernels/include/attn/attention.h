@@ -49,7 +49,10 @@ namespace attn {
 enum class Backend : int { kCpu = 0, kCuda = 1 };
 
 inline constexpr int64_t kMaxCpuHeadDim = 512;
+// The CPU kernels: the reference (simple, every feature) and the fast one
+// the CPU backend serves by default (attn/cpu_flash.h).
 inline constexpr char kCpuKernelName[] = "cpu_reference";
+inline constexpr char kCpuFlashKernelName[] = "cpu_flash";
 // The production GPU kernel: every feature, the tuned tile per head_dim.
 inline constexpr char kProductionKernelName[] = "flash_fwd";
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "attn/cpu_thread_pool.h"
 #include "attn/problem.h"
 #include "attn/tensor.h"
 
@@ -19,15 +20,19 @@ namespace attn {
 // -inf) over host tensors in 16-bit storage,
 // with float accumulation. Tiled over query rows and key blocks with an online
 // softmax (the FlashAttention recurrence), so memory stays O(keys · head_dim)
-// per thread; work is split over `num_threads` threads (0 = hardware
-// concurrency). The result does not depend on the thread count. Assumes
-// ValidateArgs passed for the CPU kernel (host pointers, cu_seqlens checked).
+// per thread; work is split over `num_threads` threads made for the call
+// (0 = the cores this process may use) or a pool's. The result does not depend
+// on the thread count. Assumes ValidateArgs passed for the CPU kernel (host
+// pointers, cu_seqlens checked).
 //
 // `cancel` (optional) is read between tasks (a task is up to 64 query rows
 // of one head): once it is true the remaining tasks are skipped and the call
 // returns false, leaving the output partly written. Returns true when every
 // row was computed.
 bool AttentionCpu(const AttentionArgs& args, int num_threads = 0,
+                  const std::atomic<bool>* cancel = nullptr);
+// The same on `pool`'s threads.
+bool AttentionCpu(const AttentionArgs& args, CpuThreadPool& pool,
                   const std::atomic<bool>* cancel = nullptr);
 
 // Naive float64 attention, the ground truth for tests: `problem` over dense

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "attn/attention.h"
 #include "attnserve/v1/attention.grpc.pb.h"
 #include "e2e_util.h"
 #include "gtest/gtest.h"
@@ -62,7 +63,7 @@ TEST(MetricsEndpointTest, ServesCountsHistogramsAndGauges) {
   EXPECT_EQ(before->status, 200);
   EXPECT_EQ(SampleValue(before->body, "attn_inference_pending_requests"), 0) << before->body;
   EXPECT_EQ(SampleValue(before->body,
-                        R"(attn_inference_request_duration_seconds_count{kernel="cpu_reference"})"),
+                        R"(attn_inference_request_duration_seconds_count{kernel="cpu_flash"})"),
             std::nullopt);
 
   auto stub = rpb::Attention::NewStub(server->process->NewChannel());
@@ -89,25 +90,25 @@ TEST(MetricsEndpointTest, ServesCountsHistogramsAndGauges) {
   EXPECT_TRUE(absl::StrContains(text, "# TYPE attn_inference_request_duration_seconds histogram"));
   EXPECT_EQ(
       SampleValue(text,
-                  R"(attn_inference_request_success_total{kernel="cpu_reference",rpc="Attend"})"),
+                  R"(attn_inference_request_success_total{kernel="cpu_flash",rpc="Attend"})"),
       kCalls);
   EXPECT_EQ(
-      SampleValue(text, R"(attn_inference_request_duration_seconds_count{kernel="cpu_reference"})"),
+      SampleValue(text, R"(attn_inference_request_duration_seconds_count{kernel="cpu_flash"})"),
       kCalls);
   EXPECT_EQ(
       SampleValue(
           text,
-          R"(attn_inference_request_duration_seconds_bucket{kernel="cpu_reference",le="+Inf"})"),
+          R"(attn_inference_request_duration_seconds_bucket{kernel="cpu_flash",le="+Inf"})"),
       kCalls);
   EXPECT_GT(
-      *SampleValue(text, R"(attn_inference_request_duration_seconds_sum{kernel="cpu_reference"})"),
+      *SampleValue(text, R"(attn_inference_request_duration_seconds_sum{kernel="cpu_flash"})"),
       0);
   EXPECT_EQ(
-      SampleValue(text, R"(attn_inference_queue_duration_seconds_count{kernel="cpu_reference"})"),
+      SampleValue(text, R"(attn_inference_queue_duration_seconds_count{kernel="cpu_flash"})"),
       kCalls);
   EXPECT_EQ(
       SampleValue(text,
-                  R"(attn_inference_compute_infer_duration_seconds_count{kernel="cpu_reference"})"),
+                  R"(attn_inference_compute_infer_duration_seconds_count{kernel="cpu_flash"})"),
       kCalls);
   EXPECT_EQ(
       SampleValue(
@@ -219,12 +220,14 @@ TEST(MetricsEndpointTest, AMissedDeadlineIsCountedAsTheClientSawItAndPromtoolPas
               grpc::StatusCode::NOT_FOUND);
   }
   {
-    // 69 GFLOP on one CPU thread: ten seconds or more; 4 MiB a tensor,
+    // 69 GFLOP on one CPU thread of cpu_reference: ten seconds or more
+    // (cpu_flash would finish inside the deadline); 4 MiB a tensor,
     // which arrives well within the deadline (a call ended before it had
     // arrived is counted the same, but one ended before it reached the
     // server is not counted at all: the request is built first).
-    const rpb::AttendRequest late =
+    rpb::AttendRequest late =
         MakeRequest(MakeRandomInputs({1, 8192, 4, 64}, DType::kBFloat16, FreshSeed()), "late");
+    late.set_kernel(kCpuKernelName);
     auto context = ContextWithDeadline(absl::Seconds(2));
     rpb::AttendResponse response;
     const grpc::Status status = stub->Attend(context.get(), late, &response);

@@ -184,10 +184,10 @@ TEST(PrometheusScrapeTest, CounterReadBackThroughPrometheusQueryApi) {
     ASSERT_TRUE(port.has_value()) << "Prometheus did not report its port:\n" << ReadFile(log_path);
 
     success = FirstSample(
-        *port, R"(attn_inference_request_success_total{kernel="cpu_reference",rpc="Attend"})",
+        *port, R"(attn_inference_request_success_total{kernel="cpu_flash",rpc="Attend"})",
         kScrapeBound);
     histogram_count = QueryValue(
-        *port, R"(attn_inference_request_duration_seconds_count{kernel="cpu_reference"})");
+        *port, R"(attn_inference_request_duration_seconds_count{kernel="cpu_flash"})");
     up = QueryValue(*port, absl::StrCat("up{job=\"", kJob, "\"}"));
     log = ReadFile(log_path);
   }

@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "attn/attention.h"
 #include "attn/client/shared_memory.h"
 #include "attnserve/v1/attention.grpc.pb.h"
 #include "e2e_util.h"
@@ -379,7 +380,8 @@ TEST_F(RegionsTest, OffByDefault) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
 }
 
-// A request that runs for a while (one CPU thread, 1x2048x8x128, cancelled
+// A request that runs for a while (one CPU thread of cpu_reference,
+// 1x2048x8x128, cancelled
 // by the test) keeps its region mapped: unregistering takes the region away
 // from new requests at once, waits for the running one, and the server
 // unmaps it only when that one has ended.
@@ -396,6 +398,7 @@ TEST_F(RegionsTest, UnregisterWhileInUseWaitsAndNeverUnmapsUnderARequest) {
   std::memcpy(shm->data(), in.q.data(), q);
 
   pb::AttendRequest request = MakeRequest(in, "long");
+  request.set_kernel(kCpuKernelName);
   request.clear_q();
   SetRef(request.mutable_q_ref(), region.region_id(), 0, q);
   SetRef(request.mutable_out_ref(), region.region_id(), q, q);
@@ -447,6 +450,7 @@ TEST_F(RegionsTest, UnregisterReturnsWhenTheLastRequestEnds) {
   pb::RegionInfo region;
   ASSERT_TRUE(Register(*stub_, lease.id(), "out", shm->name(), 0, q, &region).ok());
   pb::AttendRequest request = MakeRequest(in, "long");
+  request.set_kernel(kCpuKernelName);  // the simple kernel: seconds on one thread
   SetRef(request.mutable_out_ref(), region.region_id(), 0, q);
   grpc::ClientContext long_call;
   pb::AttendResponse long_response;
