@@ -99,7 +99,7 @@ class AttnLib:
             name.encode(), dtype_code, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
             None if lse is None else lse.data_ptr(), cq, ck, b, sq, sk, hq, hkv, d, int(causal),
             window[0], window[1], 0.0, total_q, total_k, *split,
-            torch.cuda.current_stream().cuda_stream, self.error, 1024)
+            torch.cuda.current_stream().cuda_stream if q.is_cuda else None, self.error, 1024)
         if rc != 0:
             raise RuntimeError(f"{name}: status {rc}: {self.error.value.decode()}")
 
