@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "attn/dtype.h"
@@ -45,11 +47,16 @@ struct Layout {
 Layout LayoutOf(const AttentionArgs& args) {
   const AttentionProblem& p = args.problem;
   Layout l;
-  // bf16 operands feed the bf16 products as they are; fp16 ones are widened
-  // to f32 (oneDNN 2.6 has no f16 matmul off AVX-512-FP16 hosts).
-  const bool bf16 = args.dtype == DType::kBFloat16 && TileMatmul::HasBf16();
-  l.type = bf16 ? MatmulType::kBF16 : MatmulType::kF32;
-  l.operand_bytes = bf16 ? 2 : 4;
+  // bf16 operands feed the bf16 products as they are where the host has
+  // them (AVX-512-BF16, AMX); fp16 ones, and bf16 on other hosts, are
+  // widened to f32 (oneDNN 2.6 has no f16 matmul off AVX-512-FP16 hosts).
+  // ATTN_CPU_FLASH_F32=1 forces f32 (the path of other hosts, for tests and
+  // benchmarks; read at each call).
+  const char* force_f32 = std::getenv("ATTN_CPU_FLASH_F32");
+  const bool f32 = (force_f32 != nullptr && std::string(force_f32) == "1") ||
+                   args.dtype != DType::kBFloat16 || !TileMatmul::HasBf16();
+  l.type = f32 ? MatmulType::kF32 : MatmulType::kBF16;
+  l.operand_bytes = f32 ? 4 : 2;
   l.d = p.head_dim;
   l.group = p.heads_q / p.heads_kv;
   l.positions = std::max<int64_t>(1, kTileRows / l.group);
@@ -79,7 +86,7 @@ void GatherRows(const AttentionArgs& args, const Layout& l, int64_t rows, int64_
   for (int64_t r = 0; r < rows; ++r) {
     const uint16_t* from = base + offset(r);
     char* to = dst + r * row_bytes;
-    if (l.type == MatmulType::kBF16) {
+    if (l.type != MatmulType::kF32) {
       std::memcpy(to, from, row_bytes);
     } else if (args.dtype == DType::kBFloat16) {
       internal::Bf16ToFloatRow(from, static_cast<int>(l.d), reinterpret_cast<float*>(to));
@@ -168,7 +175,7 @@ void RunTile(const AttentionArgs& args, const Layout& l, int64_t b, int64_t h_kv
       // (lo > hi: every weight 0, whatever the maximum).
       const float max = running_max[r] == kNegInf ? 0.0f : running_max[r];
       const int width = static_cast<int>(block);
-      if (l.type == MatmulType::kBF16) {
+      if (l.type != MatmulType::kF32) {
         running_sum[r] += internal::MaskedExp(s, width, l.scale, max, lo, hi, w.row.data());
         internal::FloatToBf16Row(w.row.data(), width,
                                  reinterpret_cast<uint16_t*>(w.p.data()) + r * block);

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -230,10 +231,19 @@ std::vector<Case> FeatureCases() {
   return cases;
 }
 
-// Parameters: the kernel's name and the dtype.
+// Parameters: the kernel's name and the dtype. "cpu_flash_f32" is cpu_flash
+// with its products forced to f32 (ATTN_CPU_FLASH_F32=1): the path of hosts
+// without 16-bit matmuls, tested on any host.
+constexpr char kFlashF32[] = "cpu_flash_f32";
 class CpuReferenceTest : public ::testing::TestWithParam<std::tuple<std::string, DType>> {
  protected:
-  const std::string& Kernel() const { return std::get<0>(GetParam()); }
+  void SetUp() override {
+    if (std::get<0>(GetParam()) == kFlashF32) setenv("ATTN_CPU_FLASH_F32", "1", 1);
+  }
+  void TearDown() override { unsetenv("ATTN_CPU_FLASH_F32"); }
+  std::string Kernel() const {
+    return std::get<0>(GetParam()) == kFlashF32 ? kCpuFlashKernelName : std::get<0>(GetParam());
+  }
   DType Dtype() const { return std::get<1>(GetParam()); }
 };
 
@@ -334,6 +344,7 @@ TEST_P(CpuReferenceTest, StopsBetweenTasksWhenCancelled) {
 
 INSTANTIATE_TEST_SUITE_P(KernelsAndDTypes, CpuReferenceTest,
                          ::testing::Combine(::testing::Values(std::string(kCpuFlashKernelName),
+                                                              std::string(kFlashF32),
                                                               std::string(kCpuKernelName)),
                                             ::testing::Values(DType::kFloat16, DType::kBFloat16)),
                          [](const auto& info) {

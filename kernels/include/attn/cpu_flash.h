@@ -3,8 +3,9 @@
 // The fast CPU kernel ("cpu_flash", the CPU backend's default):
 // FlashAttention's forward on host memory — tiles of Q (query rows × the query
 // heads of one KV group) against blocks of K/V, the two products per block on
-// oneDNN's matmul (bf16 operands where the host has a bf16 matmul, else f32),
-// online softmax in f32 — for every feature of attn/problem.h, as the reference
+// oneDNN's matmul (bf16 operands where the host has a bf16 matmul, else
+// f32; the environment variable ATTN_CPU_FLASH_F32=1 forces f32), online
+// softmax in f32 — for every feature of attn/problem.h, as the reference
 // kernel (attn/cpu_reference.h) computes it. Tasks run on a CpuThreadPool.
 #ifndef ATTN_CPU_FLASH_H_
 #define ATTN_CPU_FLASH_H_
