@@ -1,5 +1,6 @@
 #include "cpu_vector_math.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -102,7 +103,13 @@ __attribute__((target("avx2,f16c"))) void FloatToHalfF16c(const float* src, int 
 }
 
 bool HostHasF16c() {
-  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+  // F16C by CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does
+  // not know "f16c"; AVX2 (which implies the OS saves YMM) by the builtin.
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0 &&
+           __builtin_cpu_supports("avx2");
+  }();
   return has;
 }
 
