@@ -45,23 +45,38 @@ if [ "$runtime_only" -eq 1 ]; then
   fi
   if ! apt-cache show libdnnl2 >/dev/null 2>&1; then packages+=(libdnnl3); fi
 else
+  # ocl-icd-opencl-dev: Debian's oneDNN is built with its OpenCL GPU
+  # runtime, so libdnnl-dev's CMake config requires OpenCL (only recommended
+  # by libdnnl-dev; a CUDA toolkit happens to provide it, a plain Debian
+  # base does not).
   packages=(build-essential cmake ninja-build pkg-config git
             libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-            libabsl-dev libgtest-dev nlohmann-json3-dev prometheus-cpp-dev libdnnl-dev
+            libabsl-dev libgtest-dev nlohmann-json3-dev prometheus-cpp-dev libdnnl-dev ocl-icd-opencl-dev
             python3 python3-grpcio python3-numpy python3-protobuf
             python3-venv python3-pip python3-setuptools python3-wheel
             openssl)
 fi
 if [ "$with_checks" -eq 1 ]; then
   # deploy/checks: linters, patchelf for the bundle, docker-compose (1.x, for
-  # `config` only: no engine needed), PyYAML for Debian's python3, and Node.js
+  # `config` only), PyYAML for Debian's python3, and Node.js
   # with npm for the Kubernetes schema and Dockerfile checks (kept when the
   # machine already has a Node.js). prometheus: the server that scrapes
   # attn_server in server_prometheus_test. clang-14 with its sanitizer and
   # libFuzzer runtimes (libclang-rt-14-dev, only recommended by clang-14):
   # sanitizer_checks.sh's ASan/UBSan/TSan builds and fuzz targets.
+  # The container test (deploy/container/test.sh): podman with runc (crun
+  # refuses some hosts' cgroup layouts), catatonit for `podman run --init`,
+  # the CNI plugins for its bridge network, podman-compose, and mmdebstrap for
+  # a base image made of Debian packages (no registry needed).
   packages+=(shellcheck yamllint patchelf binutils python3-yaml docker-compose prometheus
-             clang-14 libclang-rt-14-dev)
+             clang-14 libclang-rt-14-dev
+             podman runc catatonit containernetworking-plugins podman-compose mmdebstrap)
+  # kubectl renders the Kustomize overlays (deploy/checks/k8s.sh); any kubectl
+  # there is kept (Debian's kubernetes-client would clash with another
+  # package's /usr/bin/kubectl).
+  if ! command -v kubectl >/dev/null 2>&1 && ! command -v kustomize >/dev/null 2>&1; then
+    packages+=(kubernetes-client)
+  fi
   if ! command -v node >/dev/null 2>&1; then
     packages+=(nodejs npm)
   elif ! command -v npm >/dev/null 2>&1; then
