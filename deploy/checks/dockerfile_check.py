@@ -6,9 +6,11 @@ scripts, which CI runs anyway (install_deps.sh, build.sh); this check makes
 sure the Dockerfile still calls exactly those, with options they accept, and
 that everything it copies exists:
 
-  * stages: a CUDA devel image builds, the matching CUDA runtime image runs
-    (same CUDA version, Ubuntu 24.04), and the CUDA major.minor matches the
-    nvcc CI builds with;
+  * stages: by default (the BUILD_BASE and RUNTIME_BASE arguments) a CUDA
+    devel image builds, the matching CUDA runtime image runs (same CUDA
+    version, Ubuntu 24.04), and the CUDA major.minor matches the nvcc CI
+    builds with; the build passes ENABLE_CUDA to build.sh (the CPU image,
+    which deploy/container/test.sh builds and runs with podman);
   * the build stage runs install_deps.sh and build.sh (with the CUDA_ARCH
     build argument as ATTN_CUDA_ARCHITECTURES), the runtime stage
     install_deps.sh --runtime-only; every repository path a RUN names exists
@@ -155,7 +157,7 @@ def main():
     for n, word, rest in instrs:
         if word == "ARG" and not stages:
             key, _, value = rest.partition("=")
-            global_args[key] = value.strip('"')
+            global_args[key] = expand(value.strip('"'), global_args)
         elif word == "FROM":
             m = re.match(r"(\S+)(?:\s+AS\s+(\S+))?$", rest, re.I)
             stages.append({"line": n, "image": expand(m.group(1), global_args),
@@ -230,6 +232,9 @@ def main():
     if not any('ATTN_CUDA_ARCHITECTURES="${CUDA_ARCH}"' in run or
                "ATTN_CUDA_ARCHITECTURES=${CUDA_ARCH}" in run for _, run, _ in build["runs"]):
         error("build stage does not pass ATTN_CUDA_ARCHITECTURES=${CUDA_ARCH} to build.sh")
+    if "ENABLE_CUDA" not in build["args"] or not any(
+            '-DATTN_ENABLE_CUDA="${ENABLE_CUDA}"' in run for _, run, _ in build["runs"]):
+        error('build stage does not pass -DATTN_ENABLE_CUDA="${ENABLE_CUDA}" to build.sh')
 
     # Produce what the runtime stage copies from the build stage: run the
     # build stage's bundle.sh call on this build tree, with /src/build and
