@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Renders the Kustomize overlays (deploy/k8s/overlays/*) offline, checks what
-# they produce (k8s_check.py: selectors, GPU limits, node selection, gRPC
-# probes, drain budget, agreement with the node profiles; compared with a
-# real kustomize when one is installed) and validates every object against
-# the Kubernetes OpenAPI schemas (js/k8s_schema.mjs).
+# Renders the Kustomize overlays (deploy/k8s/overlays/*) with a real
+# kustomize (kubectl kustomize; Debian's kubernetes-client or newer), checks
+# the project's policies on what they produce (k8s_check.py: selectors, GPU
+# limits, node selection, probes, drain budget, agreement with the node
+# profiles) and validates every object against the Kubernetes OpenAPI
+# schemas (js/k8s_schema.mjs, kubernetes-models). No cluster is needed.
 set -euo pipefail
 # shellcheck source=deploy/checks/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -1,13 +1,10 @@
 #!/usr/bin/python3
-"""Renders attnserve's Kustomize overlays offline and checks what they produce.
+"""The project's policy checks over attnserve's rendered Kustomize overlays.
 
-Rendering: a small Kustomize implementation for the features deploy/k8s uses
-(resources, namePrefix/nameSuffix, labels, images, strategic-merge patches);
-any other Kustomization field is an error, so it cannot silently render
-something else than `kubectl kustomize` would. When a real kustomize is on
-PATH (`kustomize` or a `kubectl` that has `kustomize`), its output must match.
-
-Checks, per overlay (exit status 1 on any failure):
+Rendering is a real kustomize's (`kustomize build`, else `kubectl kustomize`:
+Debian's kubernetes-client or any newer kubectl); the objects' schemas are
+validated by deploy/checks/js/k8s_schema.mjs (kubernetes-models). What stays
+here is what no schema knows. Checks, per overlay (exit status 1 on any failure):
   * exactly one Deployment (apps/v1), headless Service (v1) and
     PodDisruptionBudget (policy/v1); no unknown top-level or pod fields;
   * selectors of all three match the pod template's labels, and the overlays'
@@ -31,7 +28,6 @@ of deploy/checks/js/k8s_schema.mjs.
 """
 
 import argparse
-import copy
 import json
 import os
 import re
@@ -43,13 +39,6 @@ import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 K8S = os.path.join(ROOT, "deploy", "k8s")
-
-KUSTOMIZATION_FIELDS = {"apiVersion", "kind", "resources", "namePrefix",
-                        "nameSuffix", "labels", "images", "patches", "namespace"}
-# Strategic-merge keys of the lists the patches touch.
-MERGE_KEYS = {"containers": "name", "initContainers": "name", "env": "name",
-              "ports": "containerPort", "volumes": "name",
-              "volumeMounts": "mountPath"}
 
 # Server settings that a pool's Deployment and its single-node profile
 # (deploy/<pool>/node.env) must set alike.
@@ -66,169 +55,23 @@ def error(msg):
 
 # ---------------------------------------------------------------- rendering
 
-def load_yaml_docs(path):
-    with open(path, encoding="utf-8") as f:
-        return [d for d in yaml.safe_load_all(f) if d is not None]
-
-
-def strategic_merge(base, patch):
-    if isinstance(base, dict) and isinstance(patch, dict):
-        out = dict(base)
-        for key, value in patch.items():
-            if value is None:
-                out.pop(key, None)
-            elif key in out and key in MERGE_KEYS and isinstance(value, list):
-                out[key] = merge_list(out[key], value, MERGE_KEYS[key])
-            elif key in out:
-                out[key] = strategic_merge(out[key], value)
-            else:
-                out[key] = copy.deepcopy(value)
-        return out
-    return copy.deepcopy(patch)
-
-
-def merge_list(base, patch, key):
-    out = [copy.deepcopy(item) for item in base]
-    for item in patch:
-        for i, existing in enumerate(out):
-            if existing.get(key) == item.get(key):
-                out[i] = strategic_merge(existing, item)
-                break
-        else:
-            out.append(copy.deepcopy(item))
-    return out
-
-
-def label_paths(obj, include_selectors, include_templates):
-    """The (path, create) pairs Kustomize's labels transformer writes."""
-    paths = [(("metadata", "labels"), True)]
-    kind = obj.get("kind")
-    if include_selectors:
-        if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"):
-            paths.append((("spec", "selector", "matchLabels"), True))
-        elif kind == "Service":
-            paths.append((("spec", "selector"), True))
-        elif kind == "PodDisruptionBudget":
-            paths.append((("spec", "selector", "matchLabels"), False))
-    if (include_selectors or include_templates) and kind in (
-            "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"):
-        paths.append((("spec", "template", "metadata", "labels"), True))
-    return paths
-
-
-def set_labels(obj, pairs, include_selectors, include_templates):
-    for path, create in label_paths(obj, include_selectors, include_templates):
-        node = obj
-        for part in path[:-1]:
-            if part not in node:
-                if not create:
-                    break
-                node[part] = {}
-            node = node[part]
-        else:
-            if path[-1] not in node:
-                if not create:
-                    continue
-                node[path[-1]] = {}
-            if node[path[-1]] is None:
-                node[path[-1]] = {}
-            node[path[-1]].update({k: str(v) for k, v in pairs.items()})
-
-
-def pod_containers(obj):
-    spec = obj.get("spec", {}).get("template", {}).get("spec", {})
-    return spec.get("containers", []) + spec.get("initContainers", [])
-
-
-def set_images(obj, images):
-    for container in pod_containers(obj):
-        image = container.get("image", "")
-        name = re.split(r"[@:]", image.split("/")[-1])[0]
-        name = "/".join(image.split("/")[:-1] + [name])
-        for rule in images:
-            if rule["name"] == name:
-                new = rule.get("newName", name)
-                if "digest" in rule:
-                    new += "@" + rule["digest"]
-                elif "newTag" in rule:
-                    new += ":" + str(rule["newTag"])
-                container["image"] = new
+def kustomize_command():
+    """A real kustomize: `kustomize build`, else `kubectl kustomize`."""
+    if shutil.which("kustomize"):
+        return ["kustomize", "build"]
+    if shutil.which("kubectl"):
+        return ["kubectl", "kustomize"]
+    raise SystemExit("FAIL: neither kustomize nor kubectl found: run "
+                     "deploy/scripts/install_deps.sh --with-checks (Debian's kubernetes-client)")
 
 
 def render(directory):
-    path = os.path.join(directory, "kustomization.yaml")
-    if not os.path.exists(path):
-        raise SystemExit(f"{directory}: no kustomization.yaml")
-    (kust,) = load_yaml_docs(path)
-    unknown = set(kust) - KUSTOMIZATION_FIELDS
-    if unknown:
-        raise SystemExit(f"{path}: fields this renderer does not implement: "
-                         f"{sorted(unknown)} (extend deploy/checks/k8s_check.py)")
-    if kust.get("kind") != "Kustomization":
-        raise SystemExit(f"{path}: kind must be Kustomization")
-    objects = []
-    for res in kust.get("resources", []):
-        res_path = os.path.normpath(os.path.join(directory, res))
-        if os.path.isdir(res_path):
-            objects += render(res_path)
-        else:
-            objects += load_yaml_docs(res_path)
-    for patch in kust.get("patches", []):
-        (body,) = load_yaml_docs(os.path.join(directory, patch["path"]))
-        target = patch.get("target", {"kind": body["kind"],
-                                      "name": body["metadata"]["name"]})
-        hits = [o for o in objects
-                if o["kind"] == target.get("kind", o["kind"])
-                and o["metadata"]["name"] == target.get("name", o["metadata"]["name"])]
-        if not hits:
-            raise SystemExit(f"{directory}: patch {patch['path']} matches nothing")
-        for obj in hits:
-            merged = strategic_merge(obj, {k: v for k, v in body.items()
-                                           if k not in ("apiVersion", "kind", "metadata")})
-            obj.clear()
-            obj.update(merged)
-    for obj in objects:
-        meta = obj.setdefault("metadata", {})
-        meta["name"] = kust.get("namePrefix", "") + meta["name"] + kust.get("nameSuffix", "")
-        if "namespace" in kust:
-            meta["namespace"] = kust["namespace"]
-        for rule in kust.get("labels", []):
-            set_labels(obj, rule["pairs"], rule.get("includeSelectors", False),
-                       rule.get("includeTemplates", False))
-        set_images(obj, kust.get("images", []))
-    return objects
-
-
-def canonical(value):
-    """Orders lists of named maps so two renderers' outputs compare equal."""
-    if isinstance(value, dict):
-        return {k: canonical(v) for k, v in sorted(value.items())}
-    if isinstance(value, list):
-        items = [canonical(v) for v in value]
-        if all(isinstance(v, dict) and "name" in v for v in items):
-            items.sort(key=lambda v: str(v["name"]))
-        return items
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value
-    return value
-
-
-def real_kustomize(directory):
-    if shutil.which("kustomize"):
-        cmd = ["kustomize", "build", directory]
-    elif shutil.which("kubectl"):
-        cmd = ["kubectl", "kustomize", directory]
-    else:
-        return None
+    """The overlay's objects as the real kustomize renders them."""
+    cmd = kustomize_command() + [directory]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        error(f"{' '.join(cmd)} failed: {proc.stderr.strip()}")
-        return None
+        raise SystemExit(f"FAIL: {' '.join(cmd)} failed: {proc.stderr.strip()}")
     return [d for d in yaml.safe_load_all(proc.stdout) if d is not None], " ".join(cmd[:2])
-
-
-def key_of(obj):
-    return (obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
 
 
 # ---------------------------------------------------------------- checks
@@ -415,24 +258,10 @@ def main():
         raise SystemExit("no overlays under deploy/k8s/overlays")
     all_objects, selectors = [], {}
     for pool in pools:
-        directory = os.path.join(overlays_dir, pool)
-        objects = render(directory)
-        real = real_kustomize(directory)
-        if real is not None:
-            real_objects, tool = real
-            mine = {key_of(o): canonical(o) for o in objects}
-            theirs = {key_of(o): canonical(o) for o in real_objects}
-            if mine != theirs:
-                for k in sorted(set(mine) | set(theirs)):
-                    if mine.get(k) != theirs.get(k):
-                        error(f"overlay {pool}: {tool} renders {k} differently:\n"
-                              f"  {tool}: {json.dumps(theirs.get(k), sort_keys=True)}\n"
-                              f"  k8s_check.py: {json.dumps(mine.get(k), sort_keys=True)}")
-            else:
-                print(f"k8s_check: {pool}: matches {tool}")
+        objects, tool = render(os.path.join(overlays_dir, pool))
         selectors[pool] = check_overlay(pool, objects)
         all_objects += objects
-        print(f"k8s_check: {pool}: {len(objects)} objects: "
+        print(f"k8s_check: {pool}: {tool} renders {len(objects)} objects: "
               + ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in objects))
     for a in pools:
         for b in pools:
