@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs dependencies, builds, and runs the
 # tests. The "cpu" label always runs; the "gpu" label runs when a CUDA device
-# is visible (its tests skip cleanly otherwise). Then the ASan+UBSan and
+# is visible (its tests skip cleanly otherwise); then the "container" label
+# (deploy/container/test.sh). Then the ASan+UBSan and
 # TSan builds and bounded fuzz runs (sanitizer_checks.sh, in
 # $BUILD_DIR-sanitizers);
 # ATTN_SKIP_SANITIZERS=1 skips them for a quick local run (CI runs them).
@@ -20,6 +21,15 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
 fi
 echo "test.sh: running ctest labels '$labels'"
 ctest --test-dir "$build_dir" -L "$labels" --output-on-failure --no-tests=error
+
+# The container test: the CPU image built with podman from
+# deploy/docker/Dockerfile and run as the deployment runs it (minutes: its
+# build stage compiles the server). ATTN_SKIP_CONTAINER=1 skips it for a quick
+# local run (CI runs it).
+if [ "${ATTN_SKIP_CONTAINER:-0}" != "1" ]; then
+  echo "test.sh: running ctest label 'container'"
+  ctest --test-dir "$build_dir" -L container --output-on-failure --no-tests=error
+fi
 
 # ASan+UBSan over the CPU suites, the fuzz runs, and TSan over the suites
 # whose threads are all ours (sanitizer_checks.sh says which and why).
