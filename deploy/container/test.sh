@@ -19,7 +19,8 @@
 # float64; a call without the token must be refused UNAUTHENTICATED);
 # /metrics scraped; `podman stop`, which must drain (exit code 0, the
 # server's "drained" log line); then compose up, one checked call, compose
-# down.
+# down; then the GPU image (sm_80) is built where its nvidia/cuda bases are
+# in podman's storage, else the output says it was not built.
 #
 # Exit status: 0 passed, 1 failed, 77 skipped: podman cannot run here (the
 # reason is printed; ctest shows the test as skipped, never as passed).
@@ -260,6 +261,28 @@ if command -v podman-compose >/dev/null 2>&1; then
 else
   step "podman-compose not found: the compose step did not run"
   timings+=("compose: not run (no podman-compose)")
+fi
+
+# 10. The GPU image, where its bases are here (no registry is reachable from
+# CI: `podman load` them, deploy/README.md says how). Built for sm_80, not
+# run (no GPU); its binaries must start (--help) inside it.
+cuda_version="$(sed -n 's/^ARG CUDA_VERSION=//p' "$root/deploy/docker/Dockerfile")"
+ubuntu_version="$(sed -n 's/^ARG UBUNTU_VERSION=//p' "$root/deploy/docker/Dockerfile")"
+gpu_build="nvidia/cuda:$cuda_version-devel-ubuntu$ubuntu_version"
+gpu_runtime="nvidia/cuda:$cuda_version-runtime-ubuntu$ubuntu_version"
+if podman image exists "$gpu_build" && podman image exists "$gpu_runtime"; then
+  gpu_image="$image_repo:$version-sm80"
+  step "building the GPU image $gpu_image on $gpu_build"
+  podman build --pull=never --format docker -f "$root/deploy/docker/Dockerfile" \
+    --build-arg CUDA_ARCH=80 -t "$gpu_image" "$root" >"$work/build-gpu.log" 2>&1 ||
+    { tail -n 40 "$work/build-gpu.log" >&2; fail "the GPU image's build failed"; }
+  podman run --rm --entrypoint /opt/attnserve/bin/attn_server "$gpu_image" --help \
+    >/dev/null 2>&1 || fail "attn_server --help fails in the GPU image"
+  [ "$keep" -eq 1 ] || podman rmi --force "$gpu_image" >/dev/null 2>&1 || true
+  timed "GPU image build"
+else
+  step "GPU image: NOT built ($gpu_build and $gpu_runtime are not in podman's storage)"
+  timings+=("GPU image: not built (no local CUDA bases)")
 fi
 
 step "PASS; image $size_mb MB; ${timings[*]/%/;} total $((SECONDS - started)) s"
