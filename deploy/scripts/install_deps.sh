@@ -4,19 +4,24 @@
 # here: builds use the nvcc they find (PATH or /usr/local/cuda/bin), else
 # build the CPU parts only.
 #
-#   install_deps.sh [--runtime-only] [--with-checks] [--print-packages]
+#   install_deps.sh [--runtime-only | --build-only] [--with-checks] [--print-packages]
 #     --runtime-only    only the shared libraries the binaries need at run time
+#     --build-only      only what building the binaries needs: no GoogleTest,
+#                       Python client packages or openssl (the image's build
+#                       stage)
 #     --with-checks     also the linters the deployment checks use, and clang-14
 #                       for the sanitizer and fuzzing checks
 #     --print-packages  print the package names, one a line, install nothing
 set -euo pipefail
 
 runtime_only=0
+build_only=0
 with_checks=0
 print_only=0
 for arg in "$@"; do
   case "$arg" in
     --runtime-only) runtime_only=1 ;;
+    --build-only) build_only=1 ;;
     --with-checks) with_checks=1 ;;
     --print-packages) print_only=1 ;;
     *) echo "install_deps.sh: unknown option '$arg'" >&2; exit 2 ;;
@@ -51,10 +56,11 @@ else
   # base does not).
   packages=(build-essential cmake ninja-build pkg-config git
             libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-            libabsl-dev libgtest-dev nlohmann-json3-dev prometheus-cpp-dev libdnnl-dev ocl-icd-opencl-dev
-            python3 python3-grpcio python3-numpy python3-protobuf
-            python3-venv python3-pip python3-setuptools python3-wheel
-            openssl)
+            libabsl-dev nlohmann-json3-dev prometheus-cpp-dev libdnnl-dev ocl-icd-opencl-dev)
+  if [ "$build_only" -eq 0 ]; then
+    packages+=(libgtest-dev python3 python3-grpcio python3-numpy python3-protobuf
+               python3-venv python3-pip python3-setuptools python3-wheel openssl)
+  fi
 fi
 if [ "$with_checks" -eq 1 ]; then
   # deploy/checks: linters, patchelf for the bundle, docker-compose (1.x, for
