@@ -25,7 +25,9 @@
 # Exit status: 0 passed, 1 failed, 77 skipped: podman cannot run here (the
 # reason is printed; ctest shows the test as skipped, never as passed).
 # Environment: BUILD_DIR (the host build tree with attn_cli; the base's
-# cache and this test's files go under it).
+# cache and this test's files go under it); ATTN_CCACHE_DIR (test.sh sets
+# it): a ccache folder the image build compiles through, mounted into it
+# (the hits are reported), so the objects CI's own build made are reused.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build_dir="$(cd "${BUILD_DIR:-$root/build}" && pwd)"
@@ -104,9 +106,16 @@ if [ -n "$given_image" ]; then
   step "testing the given image $given_image (as $image)"
 else
   step "building $image from deploy/docker/Dockerfile on $base"
+  cache_args=()
+  if [ -n "${ATTN_CCACHE_DIR:-}" ] && command -v ccache >/dev/null 2>&1; then
+    mkdir -p "$ATTN_CCACHE_DIR"
+    CCACHE_DIR="$ATTN_CCACHE_DIR" ccache --zero-stats >/dev/null
+    cache_args=(--volume "$ATTN_CCACHE_DIR:/ccache" --build-arg CXX_LAUNCHER=ccache
+                --build-arg CCACHE_DIR=/ccache)
+  fi
   # --layers=false: no layer per step (nothing reuses them; committing the
   # build stage's 1 GB costs time).
-  if ! podman build --pull=never --format docker --layers=false \
+  if ! podman build --pull=never --format docker --layers=false "${cache_args[@]}" \
          -f "$root/deploy/docker/Dockerfile" \
          --build-arg BUILD_BASE="$base" --build-arg RUNTIME_BASE="$base" \
          --build-arg ENABLE_CUDA=OFF --build-arg CUDA_ARCH=none \
@@ -117,6 +126,12 @@ else
   fi
   made_image=1
   timed "image build"
+  if [ "${#cache_args[@]}" -gt 0 ]; then
+    # ccache 4.7's --print-stats: one "name<TAB>count" line per counter.
+    stats="$(CCACHE_DIR="$ATTN_CCACHE_DIR" ccache --print-stats)"
+    count() { awk -F'\t' -v k="$1" '$1 == k {print $2}' <<<"$stats"; }
+    step "image build through ccache: $(( $(count direct_cache_hit) + $(count preprocessed_cache_hit) )) hits, $(count cache_miss) misses"
+  fi
 fi
 size_mb=$(( $(podman image inspect --format '{{.Size}}' "$image") / 1000000 ))
 step "image $image: $size_mb MB"

@@ -54,7 +54,9 @@ else
   # runtime, so libdnnl-dev's CMake config requires OpenCL (only recommended
   # by libdnnl-dev; a CUDA toolkit happens to provide it, a plain Debian
   # base does not).
-  packages=(build-essential cmake ninja-build pkg-config git
+  # ccache: test.sh's builds and the container test's image build share one
+  # compiler cache, so CI compiles each C++ file once (deploy/scripts/test.sh).
+  packages=(build-essential cmake ninja-build pkg-config git ccache
             libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
             libabsl-dev nlohmann-json3-dev prometheus-cpp-dev libdnnl-dev ocl-icd-opencl-dev)
   if [ "$build_only" -eq 0 ]; then

@@ -13,7 +13,22 @@ build_dir="${BUILD_DIR:-$root/build}"
 if [ "${ATTN_SKIP_DEPS:-0}" != "1" ]; then
   bash "$root/deploy/scripts/install_deps.sh" --with-checks
 fi
-bash "$root/deploy/scripts/build.sh"
+# One compiler cache for the C++ files of every build here that compiles
+# them with g++ (install_deps.sh installs ccache): this build fills it, and
+# the tests that build the same sources again from nothing reuse it through
+# ATTN_CCACHE_DIR — quickstart_fresh_clone_test's demo.sh build (CPU-only)
+# and the container test's image build. ccache matches the preprocessed
+# source when the command lines differ (a CPU-only build lacks the CUDA
+# include path), and CCACHE_BASEDIR makes each tree's paths relative, so a
+# file that does not see CUDA is compiled once. ATTN_CCACHE=0: no cache.
+if [ "${ATTN_CCACHE:-1}" != "0" ] && command -v ccache >/dev/null 2>&1; then
+  export ATTN_CCACHE_DIR="${ATTN_CCACHE_DIR:-$build_dir/ccache}"
+  export CCACHE_DIR="$ATTN_CCACHE_DIR" CCACHE_COMPILERCHECK=content
+  CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR="$root" bash "$root/deploy/scripts/build.sh"
+else
+  unset ATTN_CCACHE_DIR
+  bash "$root/deploy/scripts/build.sh"
+fi
 
 labels="cpu"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then

@@ -11,8 +11,9 @@
 # ATTN_SKIP_DEPS=1: the dependencies are installed already (CI's test.sh
 # installed them; demo.sh would need root and the network). The build is
 # demo.sh's own, from nothing: most of this test's time (a few minutes on 2
-# cores; CMAKE_CXX_COMPILER_LAUNCHER=ccache in the environment shortens a
-# local rerun). On a host with a GPU, demo.sh would build the CUDA kernels
+# cores). With ATTN_CCACHE_DIR (test.sh sets it) it compiles through ccache
+# with that cache, which the main build filled: configure, build and run
+# are demo.sh's own, the objects of files it compiled already are reused. On a host with a GPU, demo.sh would build the CUDA kernels
 # instead: the test skips there (exit 77), CI has none.
 set -euo pipefail
 # shellcheck source=deploy/checks/lib.sh
@@ -29,6 +30,10 @@ trap 'rm -rf "$work"' EXIT
 clone="$work/clone"
 fresh_copy "$clone"
 unset BUILD_DIR  # demo.sh's default, the clone's build/
+if [ -n "${ATTN_CCACHE_DIR:-}" ] && command -v ccache >/dev/null 2>&1; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_DIR="$ATTN_CCACHE_DIR" CCACHE_BASEDIR="$clone"
+  export CCACHE_COMPILERCHECK=content
+fi
 
 demo() {
   (cd "$clone" && ATTN_SKIP_DEPS=1 "$@") >"$work/demo.log" 2>&1 ||
