@@ -35,14 +35,17 @@ void ExitWithUsageStatusWhileParsing() {
 }
 
 // A flag's file as --help shows it: relative to the source tree for ours,
-// from "absl/" for Abseil's, never the build machine's directories.
+// from "absl/" for Abseil's, never the build machine's directories. Ours
+// come absolute, or relative to the build directory ("../server/main.cc")
+// when ccache's base_dir made the compile's paths relative (test.sh).
 std::string NormalizeFilename(absl::string_view path) {
   absl::string_view source_dir = ATTN_SOURCE_DIR "/";
   if (absl::ConsumePrefix(&path, source_dir)) return std::string(path);
   if (size_t absl_dir = path.rfind("absl/"); absl_dir != absl::string_view::npos) {
     return std::string(path.substr(absl_dir));
   }
-  while (absl::ConsumePrefix(&path, "/") || absl::ConsumePrefix(&path, "./")) {
+  while (absl::ConsumePrefix(&path, "/") || absl::ConsumePrefix(&path, "./") ||
+         absl::ConsumePrefix(&path, "../")) {
   }
   return std::string(path);
 }

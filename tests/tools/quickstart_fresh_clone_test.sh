@@ -32,7 +32,8 @@ fresh_copy "$clone"
 unset BUILD_DIR  # demo.sh's default, the clone's build/
 if [ -n "${ATTN_CCACHE_DIR:-}" ] && command -v ccache >/dev/null 2>&1; then
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_DIR="$ATTN_CCACHE_DIR" CCACHE_BASEDIR="$clone"
-  export CCACHE_COMPILERCHECK=content
+  export CCACHE_COMPILERCHECK=content LANG=C.UTF-8  # the locale test.sh's build ran under
+  unset LC_ALL LC_CTYPE LC_MESSAGES
 fi
 
 demo() {
