@@ -147,6 +147,8 @@ __global__ void __launch_bounds__(KernelShape<Cfg>::kThreads, Cfg::kMinBlocksPer
   const int64_t kv_row_stride = kStatic ? kStatic : p.kv_row_stride;
   const int64_t o_row_stride = kStatic ? kStatic : p.o_row_stride;
 
+  // Split: the combine may start launching now (it waits for this grid).
+  if constexpr (kSplit) GridLaunchDependents();
   // Masked grids run their query blocks last-first: under a causal mask the
   // last blocks see the most keys, and starting them first shortens the tail.
   const int num_splits = kSplit ? p.num_splits : 1;

@@ -47,6 +47,11 @@ struct FwdParams {
   int64_t lse_rows;
   float* o_accum;
   float* lse_accum;
+  // Host side, for the launch: the combine starts as a programmatic
+  // dependent of the split kernel (device/ptx.cuh's GridDependencyWait), on
+  // devices of compute capability 9.0 and later, where the launch attribute
+  // exists.
+  bool dependent_combine;
   // K/V cache (decode configurations only; attn/problem.h's kv_cache):
   // sequence b attends cache_seqlens[b] keys, plus its seqlen_q (varlen:
   // cu_seqlens_q's) new ones when k_new is set, at most seqlen_k (the

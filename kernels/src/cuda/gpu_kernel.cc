@@ -296,7 +296,7 @@ absl::StatusOr<const GpuKernel::OnDevice*> GpuKernel::Bind(const DeviceInfo& dev
     }
     std::vector<int> slots;
     for (int blocks : blocks_per_sm) slots.push_back(std::max(1, blocks * device.multiprocessors));
-    bound = std::make_unique<const OnDevice>(OnDevice{family, device.ordinal, std::move(slots)});
+    bound = std::make_unique<const OnDevice>(OnDevice{family, device.ordinal, device.compute_major >= 9, std::move(slots)});
   }
   return bound.get();
 }
@@ -415,6 +415,7 @@ absl::Status GpuKernel::LaunchBound(const void* impl, const KernelInfo& info,
       params.lse_rows = pb.QTokens() * pb.heads_q;
       params.o_accum = static_cast<float*>(args.workspace);
       params.lse_accum = params.o_accum + plan.splits * params.lse_rows * pb.head_dim;
+      params.dependent_combine = bound.dependent_launch;
     }
     const Variant& variant = plan.tile->launchers.Get(args.dtype, pb.HasMask(), split);
     if (cudaError_t err = variant.launch(params, stream); err != cudaSuccess) {

@@ -146,6 +146,7 @@ class GpuKernel {
   struct OnDevice {
     const Family* family;
     int ordinal;
+    bool dependent_launch;  // compute capability 9.0+: programmatic dependent launch
     // CTAs of each decode tile (by position in family->decode_tiles) the
     // device runs at once: SMs × resident CTAs per SM.
     std::vector<int> decode_slots;

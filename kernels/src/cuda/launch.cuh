@@ -107,8 +107,19 @@ cudaError_t LaunchFlashDecode(const FwdParams& params, cudaStream_t stream) {
   if constexpr (kSplit) {
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
-    FlashCombineKernel<ElementOf<kDType>, Config::kHeadDim>
-        <<<static_cast<unsigned>(params.lse_rows), 32 * kCombineWarps, 0, stream>>>(params);
+    cudaLaunchConfig_t combine{};
+    combine.gridDim = dim3(static_cast<unsigned>(params.lse_rows));
+    combine.blockDim = dim3(32 * CombineWarps(params.num_splits));
+    combine.stream = stream;
+    cudaLaunchAttribute dependent{};
+    dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    dependent.val.programmaticStreamSerializationAllowed = 1;
+    if (params.dependent_combine) {
+      combine.attrs = &dependent;
+      combine.numAttrs = 1;
+    }
+    return cudaLaunchKernelEx(&combine, &FlashCombineKernel<ElementOf<kDType>, Config::kHeadDim>,
+                              params);
   }
   return cudaGetLastError();
 }

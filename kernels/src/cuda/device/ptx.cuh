@@ -151,6 +151,24 @@ __device__ __forceinline__ void StGlobal128(void* gmem, uint4 v) {
                : "memory");
 }
 
+// Programmatic dependent launch (PTX ISA "griddepcontrol"; sm_90+, a
+// no-op below): a kernel launched after this one with
+// cudaLaunchAttributeProgrammaticStreamSerialization may start once every
+// CTA of this grid has called GridLaunchDependents (or exited), and
+// GridDependencyWait blocks the dependent until this grid has completed and
+// its memory is visible. Without the attribute the wait returns at once.
+__device__ __forceinline__ void GridLaunchDependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void GridDependencyWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 }  // namespace attn::fa2
 
 #endif  // ATTN_KERNELS_SRC_CUDA_DEVICE_PTX_CUH_
