@@ -19,10 +19,11 @@ using FlashFwdTile = KernelConfig<TileShape<HeadDim, BlockM, BlockN, NumWarps>, 
 // head_dim 128 takes step 7's winner on the H200 and FA2's own choice
 // (128x64, 4 warps); the others follow FA2's run_mha_fwd_hdim* for
 // sm80/sm90, with 128x64 where FA2 uses 128x128 for head_dim 64 (our P stays
-// in separate registers, and 128x128 would spill) and 8 warps for head_dim
-// 96 (its chunk-by-chunk copies spill at 4 warps).
+// in separate registers, and 128x128 would spill). head_dim 96 takes FA2's
+// 128x64 with 4 warps too, its copies walking padded rows
+// (device/gmem_copy.cuh: 1.01x FA2 on an H100, where 8 warps ran 0.75x).
 using FlashFwdHdim64 = FlashFwdTile<64, 128, 64, 4>;
-using FlashFwdHdim96 = FlashFwdTile<96, 128, 64, 8>;
+using FlashFwdHdim96 = FlashFwdTile<96, 128, 64, 4>;
 using FlashFwdHdim128 = FlashFwdTile<128, 128, 64, 4>;
 using FlashFwdHdim192 = FlashFwdTile<192, 128, 64, 8>;
 using FlashFwdHdim256 = FlashFwdTile<256, 128, 64, 8>;

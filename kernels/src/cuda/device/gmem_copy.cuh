@@ -3,8 +3,15 @@
 // threads cover whole rows (kThreads a multiple of the chunks per row, in row
 // steps that keep the swizzle pattern), each thread keeps one chunk column
 // and steps down the rows (a warp moves whole rows per instruction,
-// coalesced); otherwise (head_dim 96 or 192) the chunks are dealt out in
-// order, row and chunk computed per step.
+// coalesced). Otherwise (head_dim 96 or 192) the chunks are dealt out in
+// order, row and chunk computed per step — except at 4 warps (128 threads),
+// where rows of 12 chunks are walked as if padded to 16, the threads of the
+// padding chunks idle: dealt out, each thread's chunks have a different row
+// and column every step, and their addresses beside a 4-warp tile's
+// accumulators spill. Measured on an H100 (bench/RESULTS.md, eighteenth
+// run): head_dim 96 at 128x64 with 4 warps and the padded walk 352 TFLOP/s
+// (1.01x FA2), where 8 warps ran 262 dealt out and 247 padded; head_dim 192
+// at 8 warps 314 dealt out, 305 padded.
 //
 // kPredicated: rows at or past `valid_rows` are not read (their shared
 // memory is zero-filled by cp.async's src-size operand) and not written —
@@ -25,6 +32,11 @@ struct TileCopy {
   static constexpr bool kWholeRows =
       kThreads % kChunksPerRow == 0 && (kThreads / kChunksPerRow) % 8 == 0 &&
       kRows % (kThreads / kChunksPerRow) == 0;
+  // The whole-rows walk over rows padded to a power-of-two chunk count.
+  static constexpr int kPaddedChunks = kChunksPerRow <= 8 ? 8 : kChunksPerRow <= 16 ? 16 : 32;
+  static constexpr bool kPaddedRows =
+      !kWholeRows && kThreads == 128 && kThreads % kPaddedChunks == 0 &&
+      (kThreads / kPaddedChunks) % 8 == 0 && kRows % (kThreads / kPaddedChunks) == 0;
   static constexpr int kTotalChunks = kRows * kChunksPerRow;
   static constexpr int kSteps = (kTotalChunks + kThreads - 1) / kThreads;
 
@@ -33,10 +45,12 @@ struct TileCopy {
   template <class T, class Fn>
   __device__ __forceinline__ static void ForEachChunk(int tid, T* gmem, int64_t row_stride,
                                                       Fn&& fn) {
-    if constexpr (kWholeRows) {
-      constexpr int kRowsPerStep = kThreads / kChunksPerRow;
-      const int row0 = tid / kChunksPerRow;
-      const int chunk = tid % kChunksPerRow;
+    if constexpr (kWholeRows || kPaddedRows) {
+      constexpr int kStepChunks = kWholeRows ? kChunksPerRow : kPaddedChunks;
+      constexpr int kRowsPerStep = kThreads / kStepChunks;
+      const int row0 = tid / kStepChunks;
+      const int chunk = tid % kStepChunks;
+      if (!kWholeRows && chunk >= kChunksPerRow) return;  // a padding chunk
       const uint32_t offset0 = Tile::ChunkOffset(row0, chunk);
       T* src = gmem + row0 * row_stride + chunk * kChunkElems;
 #pragma unroll
