@@ -20,14 +20,13 @@ fi
 # and the container test's image build. ccache matches the preprocessed
 # source when the command lines differ (a CPU-only build lacks the CUDA
 # include path), and CCACHE_BASEDIR makes each tree's paths relative, so a
-# file that does not see CUDA is compiled once. ccache also hashes the
-# locale (LANG, LC_ALL, LC_CTYPE, LC_MESSAGES: the compiler's messages), so
-# every build here, and the image's (deploy/docker/Dockerfile), runs under
-# LANG=C.UTF-8 alone. ATTN_CCACHE=0: no cache.
+# file that does not see CUDA is compiled once; ccache_env.sh holds the
+# settings those builds share. ATTN_CCACHE=0: no cache.
 if [ "${ATTN_CCACHE:-1}" != "0" ] && command -v ccache >/dev/null 2>&1; then
   export ATTN_CCACHE_DIR="${ATTN_CCACHE_DIR:-$build_dir/ccache}"
-  export CCACHE_DIR="$ATTN_CCACHE_DIR" CCACHE_COMPILERCHECK=content LANG=C.UTF-8
-  unset LC_ALL LC_CTYPE LC_MESSAGES
+  CCACHE_DIR="$ATTN_CCACHE_DIR"
+  # shellcheck source=deploy/scripts/ccache_env.sh
+  . "$root/deploy/scripts/ccache_env.sh"
   CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR="$root" bash "$root/deploy/scripts/build.sh"
 else
   unset ATTN_CCACHE_DIR

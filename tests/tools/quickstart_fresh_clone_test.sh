@@ -13,8 +13,9 @@
 # demo.sh's own, from nothing: most of this test's time (a few minutes on 2
 # cores). With ATTN_CCACHE_DIR (test.sh sets it) it compiles through ccache
 # with that cache, which the main build filled: configure, build and run
-# are demo.sh's own, the objects of files it compiled already are reused. On a host with a GPU, demo.sh would build the CUDA kernels
-# instead: the test skips there (exit 77), CI has none.
+# are demo.sh's own, the objects of files it compiled already are reused.
+# On a host with a GPU, demo.sh would build the CUDA kernels instead: the
+# test skips there (exit 77), CI has none.
 set -euo pipefail
 # shellcheck source=deploy/checks/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../../deploy/checks/lib.sh"
@@ -31,9 +32,10 @@ clone="$work/clone"
 fresh_copy "$clone"
 unset BUILD_DIR  # demo.sh's default, the clone's build/
 if [ -n "${ATTN_CCACHE_DIR:-}" ] && command -v ccache >/dev/null 2>&1; then
-  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_DIR="$ATTN_CCACHE_DIR" CCACHE_BASEDIR="$clone"
-  export CCACHE_COMPILERCHECK=content LANG=C.UTF-8  # the locale test.sh's build ran under
-  unset LC_ALL LC_CTYPE LC_MESSAGES
+  CCACHE_DIR="$ATTN_CCACHE_DIR"
+  # shellcheck source=deploy/scripts/ccache_env.sh
+  . "$root/deploy/scripts/ccache_env.sh"
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR="$clone"
 fi
 
 demo() {
