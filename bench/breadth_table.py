@@ -143,25 +143,23 @@ def main():
     args = parser.parse_args()
 
     lib = AttnLib(args.lib)
+    def mha(d, causal, kernels=("flash_fwd",)):
+        """A row of S=4096, 16 query and KV heads: its title, shape, kernels."""
+        title = f"{'causal' if causal else 'non-causal'} d={d} S=4096 H=16"
+        return title, dict(seq=4096, hq=16, hkv=16, d=d, causal=causal), list(kernels)
+
     rows = {
-        "a": ("non-causal d=128 S=4096 H=16", dict(seq=4096, hq=16, hkv=16, d=128, causal=False),
-              ["flash_fwd", "k07_autotuned"]),
-        "b": ("causal d=128 S=4096 H=16", dict(seq=4096, hq=16, hkv=16, d=128, causal=True),
-              ["flash_fwd"]),
-        "c": ("non-causal d=64 S=4096 H=16", dict(seq=4096, hq=16, hkv=16, d=64, causal=False),
-              ["flash_fwd"]),
-        "d": ("non-causal d=256 S=4096 H=16", dict(seq=4096, hq=16, hkv=16, d=256, causal=False),
-              ["flash_fwd"]),
+        "a": mha(128, False, kernels=("flash_fwd", "k07_autotuned")),
+        "b": mha(128, True),
+        "c": mha(64, False),
+        "d": mha(256, False),
         "e": ("GQA 32/8 causal d=128 S=4096", dict(seq=4096, hq=32, hkv=8, d=128, causal=True),
               ["flash_fwd"]),
         "f": ("ragged S=4000 d=128 H=16", dict(seq=4000, hq=16, hkv=16, d=128, causal=False),
               ["flash_fwd"]),
-        "h": ("non-causal d=96 S=4096 H=16", dict(seq=4096, hq=16, hkv=16, d=96, causal=False),
-              ["flash_fwd"]),
-        "hc": ("causal d=96 S=4096 H=16", dict(seq=4096, hq=16, hkv=16, d=96, causal=True),
-               ["flash_fwd"]),
-        "i": ("non-causal d=192 S=4096 H=16", dict(seq=4096, hq=16, hkv=16, d=192, causal=False),
-              ["flash_fwd"]),
+        "h": mha(96, False),
+        "hc": mha(96, True),
+        "i": mha(192, False),
     }
     gpu = torch.cuda.get_device_name()
     results = {"date": datetime.date.today().isoformat(), "gpu": gpu, "commit": git_commit(),

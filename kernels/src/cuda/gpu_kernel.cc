@@ -296,7 +296,8 @@ absl::StatusOr<const GpuKernel::OnDevice*> GpuKernel::Bind(const DeviceInfo& dev
     }
     std::vector<int> slots;
     for (int blocks : blocks_per_sm) slots.push_back(std::max(1, blocks * device.multiprocessors));
-    bound = std::make_unique<const OnDevice>(OnDevice{family, device.ordinal, device.compute_major >= 9, std::move(slots)});
+    bound = std::make_unique<const OnDevice>(
+        OnDevice{family, device.ordinal, device.compute_major >= 9, std::move(slots)});
   }
   return bound.get();
 }

@@ -35,7 +35,8 @@ struct TileCopy {
   // The whole-rows walk over rows padded to a power-of-two chunk count.
   static constexpr int kPaddedChunks = kChunksPerRow <= 8 ? 8 : kChunksPerRow <= 16 ? 16 : 32;
   static constexpr bool kPaddedRows =
-      !kWholeRows && kThreads == 128 && kThreads % kPaddedChunks == 0 &&
+      !kWholeRows && kThreads == 128 && kPaddedChunks >= kChunksPerRow &&
+      kThreads % kPaddedChunks == 0 &&
       (kThreads / kPaddedChunks) % 8 == 0 && kRows % (kThreads / kPaddedChunks) == 0;
   static constexpr int kTotalChunks = kRows * kChunksPerRow;
   static constexpr int kSteps = (kTotalChunks + kThreads - 1) / kThreads;
