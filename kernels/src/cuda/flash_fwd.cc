@@ -1,6 +1,13 @@
 // The production GPU kernel flash_fwd as a kernel library of attn::kernels:
 // its tiles in each family of kernel_table.inc this build compiled,
 // resolved per device (gpu_kernel.h).
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
 #include "attn/attention.h"
 #include "attn/kernel_library.h"
 #include "builtin_libraries.h"
@@ -10,9 +17,9 @@
 namespace attn {
 namespace {
 
-const fa2::GpuKernel& FlashFwd() {
-  static const fa2::GpuKernel* kernel = [] {
-    std::vector<fa2::FamilyTiles> families;
+// The kernel's tiles in every family of kernel_table.inc.
+std::vector<fa2::FamilyTiles> AllFamilyTiles() {
+  std::vector<fa2::FamilyTiles> families;
 #define ATTN_FAMILY(family, min_cc, scope, features)
 #define ATTN_PRODUCTION(family, config)                                                    \
   fa2::AddRow<fa2::FamilyBuilt(ATTN_FAMILY_ARCHS_##family), fa2::config,                  \
@@ -23,9 +30,32 @@ const fa2::GpuKernel& FlashFwd() {
 #undef ATTN_FAMILY
 #undef ATTN_PRODUCTION
 #undef ATTN_DECODE
-    return new fa2::GpuKernel(std::move(families));
-  }();
+  return families;
+}
+
+// flash_fwd: on each device the best family there, the next ones serving
+// what it has no tile for.
+const fa2::GpuKernel& FlashFwd() {
+  static const fa2::GpuKernel* kernel = new fa2::GpuKernel(AllFamilyTiles());
   return *kernel;
+}
+
+// "flash_fwd@<family>": that family's tiles alone, so tests and benchmarks
+// can run each family on a device that would pick another (not listed:
+// ListKernels shows the kernel once). Null for a family the table lacks.
+const fa2::GpuKernel* FlashFwdIn(absl::string_view family) {
+  static const auto* kernels = [] {
+    auto* by_family = new std::map<std::string, std::unique_ptr<const fa2::GpuKernel>, std::less<>>;
+    for (fa2::FamilyTiles& tiles : AllFamilyTiles()) {
+      const std::string name = tiles.family->name;
+      std::vector<fa2::FamilyTiles> one;
+      one.push_back(std::move(tiles));
+      (*by_family)[name] = std::make_unique<const fa2::GpuKernel>(std::move(one));
+    }
+    return by_family;
+  }();
+  const auto it = kernels->find(family);
+  return it == kernels->end() ? nullptr : it->second.get();
 }
 
 KernelInfo BaseInfo() {
@@ -50,8 +80,14 @@ class FlashFwdLibrary : public KernelLibrary {
   }
   absl::StatusOr<KernelHandle> Resolve(absl::string_view name,
                                        const DeviceInfo* device) const override {
-    if (name != kProductionKernelName) return absl::NotFoundError(name);
-    return FlashFwd().Resolve(BaseInfo(), device);
+    if (name == kProductionKernelName) return FlashFwd().Resolve(BaseInfo(), device);
+    const std::string prefix = std::string(kProductionKernelName) + "@";
+    if (!absl::StartsWith(name, prefix)) return absl::NotFoundError(name);
+    const fa2::GpuKernel* kernel = FlashFwdIn(name.substr(prefix.size()));
+    if (kernel == nullptr) return absl::NotFoundError(name);
+    KernelInfo info = BaseInfo();
+    info.name = std::string(name);
+    return kernel->Resolve(std::move(info), device);
   }
 };
 

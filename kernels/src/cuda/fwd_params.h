@@ -33,6 +33,7 @@ struct FwdParams {
   int heads_q;
   int heads_per_kv;  // heads_q / heads_kv (grouped-query attention)
   int total_q;       // varlen: packed query tokens (LSE layout)
+  int total_k;       // varlen keys: packed key tokens (the hopper family's tensor maps)
   int window_left;   // −1: unbounded
   int window_right;  // −1: unbounded; causal is 0
   float scale;       // softmax scale applied to q·kᵀ

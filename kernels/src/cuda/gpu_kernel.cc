@@ -45,6 +45,7 @@ FwdParams MakeParams(const AttentionArgs& args) {
   p.heads_q = static_cast<int>(pb.heads_q);
   p.heads_per_kv = static_cast<int>(pb.heads_q / pb.heads_kv);
   p.total_q = static_cast<int>(pb.varlen ? pb.total_q : 0);
+  p.total_k = static_cast<int>(pb.VarlenKeys() ? pb.total_k : 0);
   p.window_left = static_cast<int>(pb.window_left);
   p.window_right = static_cast<int>(pb.EffectiveWindowRight());
   p.scale = pb.ResolvedScale();
@@ -251,42 +252,91 @@ absl::StatusOr<KernelInfo> GpuKernel::Describe(KernelInfo base) const {
         "(ATTN_CUDA_ARCHITECTURES has none of its architectures)",
         base.name, absl::StrJoin(not_built_, ", ")));
   }
-  const Family* family = &built_.back();  // the most portable, on a host without a device
+  // The most portable family, on a host without a device.
+  std::vector<const Family*> families = {&built_.back()};
   if (absl::StatusOr<DeviceInfo> device = CurrentCudaDevice(); device.ok()) {
-    if (const Family* best = BestFor(*device); best != nullptr) family = best;
+    std::vector<const Family*> chain = ChainFor(device->ComputeCapability());
+    if (!chain.empty()) families = std::move(chain);
   }
-  return DescribeFamily(std::move(base), *family);
+  return DescribeFamilies(std::move(base), families);
 }
 
-KernelInfo GpuKernel::DescribeFamily(KernelInfo base, const Family& family) {
+std::vector<const GpuKernel::Family*> GpuKernel::ChainFor(int compute_capability) const {
+  std::vector<const Family*> chain;
+  for (const Family& f : built_) {  // best first
+    if (f.family->RunsOn(compute_capability)) chain.push_back(&f);
+  }
+  return chain;
+}
+
+KernelInfo GpuKernel::DescribeFamilies(KernelInfo base, const std::vector<const Family*>& families) {
+  const Family& best = *families.front();
   base.backend = Backend::kCuda;
-  base.family = family.family->name;
+  base.family = best.family->name;
   KernelCapabilities& caps = base.caps;
-  caps.min_compute_capability = family.family->min_compute_capability;
+  caps.min_compute_capability = families.back()->family->min_compute_capability;
   caps.head_dims.clear();
-  for (const GpuTile& tile : family.tiles) {
-    caps.head_dims.push_back(tile.head_dim);
-    // K/V caches run in the decode tiles only.
-    if (family.DecodeIndex(tile.head_dim) < 0) caps.kv_cache = false;
-    // Both block sizes are powers of two: the larger is a multiple of both.
-    if (tile.launchers.EvenOnly()) {
-      caps.seq_multiple = std::max({caps.seq_multiple, tile.block_m, tile.block_n});
+  for (const Family* family : families) {
+    for (const GpuTile& tile : family->tiles) {
+      if (std::find(caps.head_dims.begin(), caps.head_dims.end(), tile.head_dim) ==
+          caps.head_dims.end()) {
+        caps.head_dims.push_back(tile.head_dim);
+      }
+      // Both block sizes are powers of two: the larger is a multiple of both.
+      if (tile.launchers.EvenOnly()) {
+        caps.seq_multiple = std::max({caps.seq_multiple, tile.block_m, tile.block_n});
+      }
     }
   }
-  const GpuTile* reference = family.ForHeadDim(128);
-  if (reference == nullptr) reference = &family.tiles.front();
+  std::sort(caps.head_dims.begin(), caps.head_dims.end());
+  // K/V caches run in the decode tiles only: some family must have one for
+  // every head_dim.
+  for (int head_dim : caps.head_dims) {
+    bool decode = false;
+    for (const Family* family : families) decode = decode || family->DecodeIndex(head_dim) >= 0;
+    if (!decode) caps.kv_cache = false;
+  }
+  const GpuTile* reference = best.ForHeadDim(128);
+  if (reference == nullptr) reference = &best.tiles.front();
   base.block_m = reference->block_m;
   base.block_n = reference->block_n;
   base.num_warps = reference->num_warps;
   return base;
 }
 
+bool GpuKernel::Takes(const Family& family, const AttentionProblem& pb) {
+  if (pb.kv_cache || pb.seqlen_q <= kDecodeMaxSeqlenQ) return family.DecodeIndex(pb.head_dim) >= 0;
+  return family.ForHeadDim(pb.head_dim) != nullptr;
+}
+
+const GpuKernel::OnDevice& GpuKernel::Serving(const OnDevice& bound, const AttentionProblem& pb) {
+  const OnDevice* on = &bound;
+  while (on->next != nullptr && !Takes(*on->family, pb)) on = on->next;
+  return *on;
+}
+
 absl::StatusOr<const GpuKernel::OnDevice*> GpuKernel::Bind(const DeviceInfo& device) const {
   const Family* family = BestFor(device);
   if (family == nullptr) return nullptr;
   std::lock_guard<std::mutex> lock(mu_);
+  return BindLocked(device, family);
+}
+
+absl::StatusOr<const GpuKernel::OnDevice*> GpuKernel::BindLocked(const DeviceInfo& device,
+                                                                 const Family* family) const {
   std::unique_ptr<const OnDevice>& bound = bound_[{device.ordinal, family}];
   if (bound == nullptr) {
+    // The next family that runs here serves what this one has no tile for.
+    const OnDevice* next = nullptr;
+    for (const Family& f : built_) {
+      if (f.family->min_compute_capability < family->family->min_compute_capability &&
+          f.family->RunsOn(device.ComputeCapability())) {
+        absl::StatusOr<const OnDevice*> bound_next = BindLocked(device, &f);
+        if (!bound_next.ok()) return bound_next.status();
+        next = *bound_next;
+        break;
+      }
+    }
     std::vector<int> blocks_per_sm;
     if (absl::Status st = PrepareOn(family->tiles, family->decode_tiles, device.ordinal,
                                     absl::StrCat("kernel family ", family->family->name),
@@ -297,7 +347,7 @@ absl::StatusOr<const GpuKernel::OnDevice*> GpuKernel::Bind(const DeviceInfo& dev
     std::vector<int> slots;
     for (int blocks : blocks_per_sm) slots.push_back(std::max(1, blocks * device.multiprocessors));
     bound = std::make_unique<const OnDevice>(
-        OnDevice{family, device.ordinal, device.compute_major >= 9, std::move(slots)});
+        OnDevice{family, device.ordinal, device.compute_major >= 9, std::move(slots), next});
   }
   return bound.get();
 }
@@ -316,7 +366,9 @@ absl::StatusOr<KernelHandle> GpuKernel::Resolve(KernelInfo base, const DeviceInf
   if (!bound.ok()) return bound.status();
   if (*bound == nullptr) return NotOn(base, *device);
   // Described for its own device's family.
-  return KernelHandle(DescribeFamily(std::move(base), *(*bound)->family),
+  std::vector<const Family*> chain;
+  for (const OnDevice* on = *bound; on != nullptr; on = on->next) chain.push_back(on->family);
+  return KernelHandle(DescribeFamilies(std::move(base), chain),
                       KernelHandle::Entry{&LaunchBound, &CheckBound, &WorkspaceBound,
                                           &MaxWorkspaceBound},
                       *bound, device->ordinal);
@@ -342,7 +394,7 @@ GpuKernel::DecodePlan GpuKernel::PlanDecode(const OnDevice& bound, const Attenti
                                             int forced, int64_t workspace_bytes) {
   DecodePlan plan;
   const int index = bound.family->DecodeIndex(pb.head_dim);
-  // K/V caches run in the decode tile whatever the query rows (DescribeFamily
+  // K/V caches run in the decode tile whatever the query rows (DescribeFamilies
   // gives kv_cache only to families with a decode tile per head_dim).
   if (index < 0 || (pb.seqlen_q > kDecodeMaxSeqlenQ && !pb.kv_cache)) return plan;
   plan.tile = &bound.family->decode_tiles[index];
@@ -365,7 +417,7 @@ GpuKernel::DecodePlan GpuKernel::PlanDecode(const OnDevice& bound, const Attenti
 }
 
 int64_t GpuKernel::WorkspaceBound(const void* impl, const AttentionProblem& problem) {
-  const DecodePlan plan = PlanDecode(*static_cast<const OnDevice*>(impl), problem, 0,
+  const DecodePlan plan = PlanDecode(Serving(*static_cast<const OnDevice*>(impl), problem), problem, 0,
                                      std::numeric_limits<int64_t>::max());
   return SplitKvWorkspaceBytes(problem, plan.splits);
 }
@@ -374,12 +426,13 @@ int64_t GpuKernel::WorkspaceBound(const void* impl, const AttentionProblem& prob
 // block_m packed rows of (head_dim + 1) floats per split; forced counts
 // are the caller's (ValidateWorkspace asks for their size).
 int64_t GpuKernel::MaxWorkspaceBound(const void* impl) {
-  const OnDevice& bound = *static_cast<const OnDevice*>(impl);
   int64_t most = 0;
-  for (size_t i = 0; i < bound.family->decode_tiles.size(); ++i) {
-    const GpuDecodeTile& tile = bound.family->decode_tiles[i];
-    most = std::max(most, int64_t{bound.decode_slots[i]} * tile.block_m *
-                              (tile.head_dim + 1) * int64_t{sizeof(float)});
+  for (const OnDevice* on = static_cast<const OnDevice*>(impl); on != nullptr; on = on->next) {
+    for (size_t i = 0; i < on->family->decode_tiles.size(); ++i) {
+      const GpuDecodeTile& tile = on->family->decode_tiles[i];
+      most = std::max(most, int64_t{on->decode_slots[i]} * tile.block_m * (tile.head_dim + 1) *
+                                int64_t{sizeof(float)});
+    }
   }
   return most;
 }
@@ -404,8 +457,8 @@ int64_t GpuKernel::WorkspaceHere(const void* impl, const AttentionProblem& probl
 
 absl::Status GpuKernel::LaunchBound(const void* impl, const KernelInfo& info,
                                     const AttentionArgs& args, CUstream_st* stream) {
-  const OnDevice& bound = *static_cast<const OnDevice*>(impl);
   const AttentionProblem& pb = args.problem;
+  const OnDevice& bound = Serving(*static_cast<const OnDevice*>(impl), pb);
   if (const DecodePlan plan = PlanDecode(bound, pb, args.num_splits,
                                          args.workspace == nullptr ? 0 : args.workspace_bytes);
       plan.tile != nullptr) {
@@ -437,6 +490,11 @@ absl::Status GpuKernel::LaunchBound(const void* impl, const KernelInfo& info,
         absl::StrCat("kernel '", info.name, "' has no variant for ", pb.ToString()));
   }
   if (cudaError_t err = variant.launch(MakeParams(args), stream); err != cudaSuccess) {
+    // The hopper family's tensor maps cannot address these tensors: the
+    // next family can.
+    if (err == cudaErrorNotSupported && bound.next != nullptr) {
+      return LaunchBound(bound.next, info, args, stream);
+    }
     return CudaError(err, absl::StrCat("launch of kernel '", info.name, "'"));
   }
   return absl::OkStatus();

@@ -150,7 +150,16 @@ class GpuKernel {
     // CTAs of each decode tile (by position in family->decode_tiles) the
     // device runs at once: SMs × resident CTAs per SM.
     std::vector<int> decode_slots;
+    // The next best family on this device, for the problems this one has
+    // no tile for (or whose tensors its launch cannot address); null: none.
+    const OnDevice* next;
   };
+  // Whether `family` has a tile for `problem`: a decode tile for K/V caches
+  // and few query rows, else a prefill tile for its head_dim.
+  static bool Takes(const Family& family, const AttentionProblem& problem);
+  // Of `bound` and the families after it, the first that takes `problem`
+  // (the last one when none does).
+  static const OnDevice& Serving(const OnDevice& bound, const AttentionProblem& problem);
   // How one call runs its decode tile: the tile and the split count.
   struct DecodePlan {
     const GpuDecodeTile* tile = nullptr;  // null: the prefill tiles
@@ -170,11 +179,16 @@ class GpuKernel {
   static const OnDevice* BoundHere(const void* impl);
 
   const Family* BestFor(const DeviceInfo& device) const;
-  static KernelInfo DescribeFamily(KernelInfo base, const Family& family);
+  // `base` described for `families` (best first; each serves what the ones
+  // before it have no tile for).
+  static KernelInfo DescribeFamilies(KernelInfo base, const std::vector<const Family*>& families);
+  // The families that run on a device of `compute_capability`, best first.
+  std::vector<const Family*> ChainFor(int compute_capability) const;
   absl::Status NotOn(const KernelInfo& info, const DeviceInfo& device) const;
   // The kernel on `device`, its variants prepared there on first use; null
   // when none of its families runs there.
   absl::StatusOr<const OnDevice*> Bind(const DeviceInfo& device) const;
+  absl::StatusOr<const OnDevice*> BindLocked(const DeviceInfo& device, const Family* family) const;
 
   static absl::Status LaunchBound(const void* impl, const KernelInfo& info,
                                   const AttentionArgs& args, CUstream_st* stream);
