@@ -8,6 +8,7 @@
 #ifndef ATTN_KERNELS_SRC_CUDA_FLASH_FWD_CONFIGS_H_
 #define ATTN_KERNELS_SRC_CUDA_FLASH_FWD_CONFIGS_H_
 
+#include "hopper_config.h"
 #include "kernel_config.h"
 
 namespace attn::fa2 {
@@ -39,6 +40,13 @@ using FlashDecodeHdim96 = FlashDecodeTile<96>;
 using FlashDecodeHdim128 = FlashDecodeTile<128>;
 using FlashDecodeHdim192 = FlashDecodeTile<192>;
 using FlashDecodeHdim256 = FlashDecodeTile<256>;
+
+// The hopper family's tiles (sm_90a): 128 query rows in two consumer
+// warpgroups, 128 keys per block, two stages (FlashAttention-3's tiles
+// for head_dim 64 and 128 under a causal mask). Other head_dims, and the
+// decode problems, run the Ampere family's tiles on sm_90 too.
+using HopperFwdHdim64 = HopperFwdTile<64, 128>;
+using HopperFwdHdim128 = HopperFwdTile<128, 128>;
 
 }  // namespace attn::fa2
 

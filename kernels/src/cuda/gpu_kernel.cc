@@ -269,7 +269,8 @@ std::vector<const GpuKernel::Family*> GpuKernel::ChainFor(int compute_capability
   return chain;
 }
 
-KernelInfo GpuKernel::DescribeFamilies(KernelInfo base, const std::vector<const Family*>& families) {
+KernelInfo GpuKernel::DescribeFamilies(KernelInfo base,
+                                       const std::vector<const Family*>& families) {
   const Family& best = *families.front();
   base.backend = Backend::kCuda;
   base.family = best.family->name;
@@ -417,7 +418,8 @@ GpuKernel::DecodePlan GpuKernel::PlanDecode(const OnDevice& bound, const Attenti
 }
 
 int64_t GpuKernel::WorkspaceBound(const void* impl, const AttentionProblem& problem) {
-  const DecodePlan plan = PlanDecode(Serving(*static_cast<const OnDevice*>(impl), problem), problem, 0,
+  const OnDevice& serving = Serving(*static_cast<const OnDevice*>(impl), problem);
+  const DecodePlan plan = PlanDecode(serving, problem, 0,
                                      std::numeric_limits<int64_t>::max());
   return SplitKvWorkspaceBytes(problem, plan.splits);
 }

@@ -7,6 +7,7 @@
 
 #include "flash_combine_kernel.cuh"
 #include "flash_fwd_kernel.cuh"
+#include "hopper_launch.cuh"
 #include "kv_append_kernel.cuh"
 #include "launch.h"
 
@@ -15,11 +16,27 @@ namespace attn::fa2 {
 template <DType kDType>
 using ElementOf = std::conditional_t<kDType == DType::kBFloat16, __nv_bfloat16, __half>;
 
+// The Ampere family's launches (FlashFwdKernel); a HopperFwdTile's go to
+// hopper_launch.cuh.
+template <class Config, DType kDType, bool kEven, bool kMasked>
+cudaError_t PrepareAmpereFwd();
+template <class Config, DType kDType, bool kEven, bool kMasked>
+cudaError_t LaunchAmpereFwd(const FwdParams& params, cudaStream_t stream);
+
 template <class Config, DType kDType, bool kEven, bool kMasked>
 cudaError_t PrepareFlashFwd() {
+  if constexpr (kIsHopperTile<Config>) {
+    return PrepareHopperFwd<Config, ElementOf<kDType>, kEven, kMasked>();
+  } else {
+    return PrepareAmpereFwd<Config, kDType, kEven, kMasked>();
+  }
+}
+
+template <class Config, DType kDType, bool kEven, bool kMasked>
+cudaError_t PrepareAmpereFwd() {
   if constexpr (Config::kStaticRowStride != 0) {
     // Step 16's launches may run its general kernel: prepare that one too.
-    const cudaError_t err = PrepareFlashFwd<typename Config::General, kDType, kEven, kMasked>();
+    const cudaError_t err = PrepareAmpereFwd<typename Config::General, kDType, kEven, kMasked>();
     if (err != cudaSuccess) return err;
   }
   using Shape = KernelShape<Config>;
@@ -41,12 +58,21 @@ cudaError_t PrepareFlashFwd() {
 
 template <class Config, DType kDType, bool kEven, bool kMasked>
 cudaError_t LaunchFlashFwd(const FwdParams& params, cudaStream_t stream) {
+  if constexpr (kIsHopperTile<Config>) {
+    return LaunchHopperFwd<Config, ElementOf<kDType>, kEven, kMasked>(params, stream);
+  } else {
+    return LaunchAmpereFwd<Config, kDType, kEven, kMasked>(params, stream);
+  }
+}
+
+template <class Config, DType kDType, bool kEven, bool kMasked>
+cudaError_t LaunchAmpereFwd(const FwdParams& params, cudaStream_t stream) {
   if constexpr (Config::kStaticRowStride != 0) {
     // Step 16 is a specialisation: any other row stride runs its general kernel.
     constexpr int64_t kStride = Config::kStaticRowStride;
     if (params.q_row_stride != kStride || params.kv_row_stride != kStride ||
         params.o_row_stride != kStride) {
-      return LaunchFlashFwd<typename Config::General, kDType, kEven, kMasked>(params, stream);
+      return LaunchAmpereFwd<typename Config::General, kDType, kEven, kMasked>(params, stream);
     }
   }
   using Shape = KernelShape<Config>;
