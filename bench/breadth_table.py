@@ -19,7 +19,10 @@ Rows (total tokens --tokens, bf16 and fp16):
      cuDNN on the zero-padded batch (the table says which)
 TFLOP/s count the visible query-key pairs (causal halves them), the same
 count for every column of a row. Each flash_fwd output is checked against
-the FA2 output (relative L2 error) before it is timed.
+the FA2 output (relative L2 error) before it is timed. --also names more
+kernels timed on the dense rows beside flash_fwd, e.g. flash_fwd@ampere for
+the Ampere family where flash_fwd runs the hopper one (checked the same way;
+in the reference column, and their error in the notes).
 
   python3 bench/breadth_table.py --lib build/kernels/libattn_c.so --out /tmp/breadth
 """
@@ -140,7 +143,10 @@ def main():
     parser.add_argument("--rows", default="a,b,c,d,e,f,g,h,hc,i")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--iters", type=int, default=50)
+    parser.add_argument("--also", default="",
+                        help="comma-separated kernels timed beside flash_fwd on dense rows")
     args = parser.parse_args()
+    also = [name for name in args.also.split(",") if name]
 
     lib = AttnLib(args.lib)
     def mha(d, causal, kernels=("flash_fwd",)):
@@ -180,7 +186,9 @@ def main():
                                                  args.iters)
             else:
                 title, shape, kernels = rows[row]
-                tflops, errs, notes = dense_row(lib, code, dtype, args.tokens, kernels=kernels,
+                tflops, errs, notes = dense_row(lib, code, dtype, args.tokens,
+                                                kernels=kernels + [n for n in also
+                                                                   if n not in kernels],
                                                 warmup=args.warmup, iters=args.iters, **shape)
             results["rows"].setdefault(row, {})[dname] = {
                 "title": title, "tflops": tflops, "rel_err": errs, "notes": notes}
@@ -189,6 +197,7 @@ def main():
             cudnn = next((v for n, v in tflops.items() if n.startswith(CUDNN)), float("nan"))
             refs = ", ".join(f"{n} {v:.1f}" for n, v in tflops.items() if n != "flash_fwd")
             extra = list(notes)
+            extra += [f"{n} rel err {errs[n]:.1e}" for n in also if n in errs]
             if "k07_autotuned" in tflops:
                 extra.append(f"flash_fwd / k07_autotuned {ours / tflops['k07_autotuned']:.1%}")
             lines.append(f"| {row}: {title} | {dname} | {ours:.1f} | {refs} | {ours / fa2:.1%} | "
