@@ -11,9 +11,10 @@
 //     wgmma from shared memory, the Ampere family's mask and online
 //     softmax on the accumulators (the fragment layouts are the same:
 //     device/wgmma.cuh), then O += P·V with P from registers; each releases
-//     a stage's K and V as soon as its MMAs have read them. The two
-//     consumers run independently, so one's softmax overlaps the other's
-//     MMAs on the tensor cores.
+//     a stage's K and V as soon as its MMAs have read them. Within a
+//     consumer, block i's softmax runs while block i-1's P·V is in flight;
+//     the two consumers run independently, so one's softmax also overlaps
+//     the other's MMAs on the tensor cores.
 // Out-of-range rows of a box read as zeros (dense tensors: the maps'
 // bounds are each sequence's); varlen boxes may read the next sequence's
 // rows, which the masks exclude (keys) or no store writes (queries).
@@ -187,43 +188,49 @@ __global__ void __launch_bounds__(HopperShape<Cfg>::kThreads, 1)
   softmax.Init();
   Mbarrier::Wait(full_q, 0);
 
-  for (int i = 0; i < n_count; ++i) {
+  // The MMAs of block i overlap the softmax of block i (FlashAttention-3's
+  // intra-warpgroup overlap): S(i) = Q·K(i)ᵀ and O += P(i-1)·V(i-1) are
+  // issued together, the softmax of S(i) runs while P·V is in flight, and
+  // O is rescaled once it has landed.
+  float acc_s[1][Shape::kNTiles][4];
+  uint32_t p_regs[Shape::kPVSteps][4];
+  auto issue_qk = [&](int i) {
     const int s = i % kStages;
-    const uint32_t phase = (i / kStages) & 1;
-    const int j = block_at(i);
-
-    // S = Q · K(j)ᵀ
-    float acc_s[1][Shape::kNTiles][4];
-    Mbarrier::Wait(full_k(s), phase);
-    Warpgroup::FenceOperands(acc_s);
-    Warpgroup::Fence();
+    Mbarrier::Wait(full_k(s), (i / kStages) & 1);
 #pragma unroll
     for (int ks = 0; ks < Shape::kQKSteps; ++ks) {
       const uint32_t in_page = 32 * (ks % 4);  // k16 step within its page
-      const uint64_t a =
-          SwizzledDescriptor(q_rows_base + (ks / 4) * QTile::kPageBytes + in_page, 16, 1024);
+      const uint64_t a = SwizzledDescriptor(q_rows_base + (ks / 4) * QTile::kPageBytes + in_page,
+                                            16, 1024);
       const uint64_t bk =
           SwizzledDescriptor(sK(s) + (ks / 4) * KVTile::kPageBytes + in_page, 16, 1024);
       Wgmma<Cfg::kBlockN>::template SS<T, false>(acc_s, a, bk, ks > 0);
     }
     Warpgroup::Commit();
-    Warpgroup::Wait<0>();
-    Warpgroup::FenceOperands(acc_s);
-    Mbarrier::Arrive(empty_k(s));
-
+  };
+  auto issue_pv = [&](int i) {
+    const int s = i % kStages;
+    Mbarrier::Wait(full_v(s), (i / kStages) & 1);
+#pragma unroll
+    for (int ks = 0; ks < Shape::kPVSteps; ++ks) {
+      const uint64_t bv = SwizzledDescriptor(sV(s) + ks * 16 * 128, KVTile::kPageBytes, 1024);
+      Wgmma<Cfg::kHeadDim>::template RS<T, true>(acc_o, p_regs[ks], bv, true);
+    }
+    Warpgroup::Commit();
+  };
+  // Mask and softmax of S(i) into P(i); `alpha` rescales O.
+  auto softmax_block = [&](int i, float (&alpha)[1][2]) {
+    const int j = block_at(i);
     if constexpr (kMaskAware) {
       if (mask.template NeedsMask<!kEven>(m_block, j)) {
         mask.Apply(acc_s, q_row0 + warp_row0, j * Cfg::kBlockN, lane);
-        softmax.template Update<true>(acc_s, acc_o, p.scale, p.scale_log2);
-      } else {
-        softmax.template Update<false>(acc_s, acc_o, p.scale, p.scale_log2);
+        softmax.template Probabilities<true>(acc_s, p.scale, p.scale_log2, alpha);
+        return;
       }
-    } else {
-      softmax.template Update<false>(acc_s, acc_o, p.scale, p.scale_log2);
     }
-
-    // O += P · V(j), P as the A operand in registers.
-    uint32_t p_regs[Shape::kPVSteps][4];
+    softmax.template Probabilities<false>(acc_s, p.scale, p.scale_log2, alpha);
+  };
+  auto pack_p = [&]() {
 #pragma unroll
     for (int ks = 0; ks < Shape::kPVSteps; ++ks) {
       p_regs[ks][0] = PackFloat2<T>(acc_s[0][2 * ks][0], acc_s[0][2 * ks][1]);
@@ -231,19 +238,44 @@ __global__ void __launch_bounds__(HopperShape<Cfg>::kThreads, 1)
       p_regs[ks][2] = PackFloat2<T>(acc_s[0][2 * ks + 1][0], acc_s[0][2 * ks + 1][1]);
       p_regs[ks][3] = PackFloat2<T>(acc_s[0][2 * ks + 1][2], acc_s[0][2 * ks + 1][3]);
     }
-    Mbarrier::Wait(full_v(s), phase);
+  };
+  if (n_count > 0) {
+    float alpha[1][2];
+    Warpgroup::FenceOperands(acc_s);
+    Warpgroup::Fence();
+    issue_qk(0);
+    Warpgroup::Wait<0>();
+    Warpgroup::FenceOperands(acc_s);
+    Mbarrier::Arrive(empty_k(0));
+    softmax_block(0, alpha);  // O is still zero: nothing to rescale
+    pack_p();
+  }
+  for (int i = 1; i < n_count; ++i) {
+    float alpha[1][2];
+    Warpgroup::FenceOperands(acc_s);
     Warpgroup::FenceOperands(acc_o);
     Warpgroup::FenceOperands(p_regs);
     Warpgroup::Fence();
-#pragma unroll
-    for (int ks = 0; ks < Shape::kPVSteps; ++ks) {
-      const uint64_t bv = SwizzledDescriptor(sV(s) + ks * 16 * 128, KVTile::kPageBytes, 1024);
-      Wgmma<Cfg::kHeadDim>::template RS<T, true>(acc_o, p_regs[ks], bv, true);
-    }
-    Warpgroup::Commit();
+    issue_qk(i);
+    issue_pv(i - 1);
+    Warpgroup::Wait<1>();  // S(i) has landed; P·V may still run
+    Warpgroup::FenceOperands(acc_s);
+    Mbarrier::Arrive(empty_k(i % kStages));
+    softmax_block(i, alpha);
+    Warpgroup::Wait<0>();  // O += P(i-1)·V(i-1) has landed
+    Warpgroup::FenceOperands(acc_o);
+    Mbarrier::Arrive(empty_v((i - 1) % kStages));
+    softmax.Rescale(acc_o, alpha);
+    pack_p();
+  }
+  if (n_count > 0) {
+    Warpgroup::FenceOperands(acc_o);
+    Warpgroup::FenceOperands(p_regs);
+    Warpgroup::Fence();
+    issue_pv(n_count - 1);
     Warpgroup::Wait<0>();
     Warpgroup::FenceOperands(acc_o);
-    Mbarrier::Arrive(empty_v(s));
+    Mbarrier::Arrive(empty_v((n_count - 1) % kStages));
   }
 
   // Epilogue: normalise, the LSE, O staged through this consumer's rows of

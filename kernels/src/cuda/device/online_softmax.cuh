@@ -54,6 +54,17 @@ struct OnlineSoftmax {
   __device__ __forceinline__ void Update(float (&s)[kMTiles][kNTiles][4],
                                          float (&o)[kMTiles][kDTiles][4], float scale,
                                          float scale_log2) {
+    float alpha[kMTiles][2];
+    Probabilities<kCheckInf, kFirst>(s, scale, scale_log2, alpha);
+    if constexpr (!kFirst) Rescale(o, alpha);
+  }
+
+  // Update without touching `o`: the factors `alpha` to rescale it by
+  // (Rescale) are returned instead, so a kernel can rescale once the MMAs
+  // still writing `o` have completed (the hopper family's overlap).
+  template <bool kCheckInf = false, bool kFirst = false>
+  __device__ __forceinline__ void Probabilities(float (&s)[kMTiles][kNTiles][4], float scale,
+                                                float scale_log2, float (&alpha_out)[kMTiles][2]) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -109,15 +120,23 @@ struct OnlineSoftmax {
           }
         }
         row_max[mt][h] = m;
-        if constexpr (kFirst) {
-          row_sum[mt][h] = sum;
-        } else {
-          row_sum[mt][h] = row_sum[mt][h] * alpha + sum;
+        row_sum[mt][h] = kFirst ? sum : row_sum[mt][h] * alpha + sum;
+        alpha_out[mt][h] = alpha;
+      }
+    }
+  }
+
+  // Multiplies each row of `o` by its factor from Probabilities.
+  __device__ __forceinline__ static void Rescale(float (&o)[kMTiles][kDTiles][4],
+                                                 const float (&alpha)[kMTiles][2]) {
 #pragma unroll
-          for (int dt = 0; dt < kDTiles; ++dt) {
-            o[mt][dt][2 * h] *= alpha;
-            o[mt][dt][2 * h + 1] *= alpha;
-          }
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int dt = 0; dt < kDTiles; ++dt) {
+          o[mt][dt][2 * h] *= alpha[mt][h];
+          o[mt][dt][2 * h + 1] *= alpha[mt][h];
         }
       }
     }
