@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(HopperShape<Cfg>::kThreads, 1)
   softmax.Init();
   Mbarrier::Wait(full_q, 0);
 
-  // The MMAs of block i overlap the softmax of block i (FlashAttention-3's
+  // The softmax of block i overlaps the P·V of block i-1 (FlashAttention-3's
   // intra-warpgroup overlap): S(i) = Q·K(i)ᵀ and O += P(i-1)·V(i-1) are
   // issued together, the softmax of S(i) runs while P·V is in flight, and
   // O is rescaled once it has landed.
