@@ -12,13 +12,17 @@ struct HopperTileTag {};
 
 // One producer warpgroup (TMA) and kConsumers consumer warpgroups of 64
 // query rows each; K/V in a ring of kStages stages of kBlockN rows.
-template <int HeadDim, int BlockN, int Consumers = 2, int Stages = 2>
+// kPingPong: the consumers take turns issuing their MMAs
+// (FlashAttention-3's warp scheduler barrier), so one's softmax runs while
+// the next one's MMAs hold the tensor cores.
+template <int HeadDim, int BlockN, int Consumers = 2, int Stages = 2, bool PingPong = true>
 struct HopperFwdTile : HopperTileTag {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockM = 64 * Consumers;
   static constexpr int kBlockN = BlockN;
   static constexpr int kConsumers = Consumers;
   static constexpr int kStages = Stages;
+  static constexpr bool kPingPong = PingPong;
   static constexpr int kNumWarps = 4 * (Consumers + 1);
   // setmaxnreg budgets (65536 registers per SM, one CTA): the producer
   // keeps 24, the consumers share the rest in multiples of 8.

@@ -2,19 +2,20 @@
 // on Hopper's asynchronous machinery, as FlashAttention-3 arranges it.
 //
 // Grid (query blocks, heads_q, batch), as the Ampere kernel's; one CTA of
-// three warpgroups computes 128 query rows of one (sequence, query head):
+// 1 + kConsumers warpgroups computes 64·kConsumers query rows of one
+// (sequence, query head):
 //   warpgroup 0, the producer: gives its registers back (setmaxnreg) and
 //     one thread issues TMA copies — Q once, then K and V of each key block
 //     into a ring of kStages stages, each stage waiting on its "empty"
 //     mbarrier and completing on its "full" one;
-//   warpgroups 1 and 2, the consumers, 64 query rows each: S = Q·Kᵀ with
+//   warpgroups 1.., the consumers, 64 query rows each: S = Q·Kᵀ with
 //     wgmma from shared memory, the Ampere family's mask and online
 //     softmax on the accumulators (the fragment layouts are the same:
 //     device/wgmma.cuh), then O += P·V with P from registers; each releases
 //     a stage's K and V as soon as its MMAs have read them. Within a
 //     consumer, block i's softmax runs while block i-1's P·V is in flight;
-//     the two consumers run independently, so one's softmax also overlaps
-//     the other's MMAs on the tensor cores.
+//     with kPingPong the consumers also issue their MMAs in turn, so one's
+//     softmax overlaps the next one's MMAs on the tensor cores.
 // Out-of-range rows of a box read as zeros (dense tensors: the maps'
 // bounds are each sequence's); varlen boxes may read the next sequence's
 // rows, which the masks exclude (keys) or no store writes (queries).
@@ -24,7 +25,7 @@
 // key blocks only, query blocks heaviest first). Key blocks are visited
 // last to first, so a causal diagonal's masked block comes first.
 //
-// Shared memory (128-byte swizzled pages, device/wgmma.cuh): Q [128 rows],
+// Shared memory (128-byte swizzled pages, device/wgmma.cuh): Q [kBlockM rows],
 // kStages x K and V [kBlockN rows], then the mbarriers. O is staged through
 // each consumer's own 64 rows of Q at the end.
 #ifndef ATTN_KERNELS_SRC_CUDA_HOPPER_FWD_KERNEL_CUH_
@@ -78,6 +79,7 @@ struct HopperShape {
   static_assert(Cfg::kHeadDim % 64 == 0, "tiles are whole 64-column pages");
   static_assert(Cfg::kBlockM == 64 * Cfg::kConsumers, "each consumer owns 64 rows");
   static_assert(Cfg::kBlockN % 16 == 0 && Cfg::kBlockN <= 256, "a wgmma's N");
+  static_assert(!Cfg::kPingPong || Cfg::kConsumers >= 2, "ping-pong takes two consumers");
   static_assert(QTile::kPageBytes % 1024 == 0 && KVTile::kPageBytes % 1024 == 0,
                 "pages stay 1024-byte aligned");
 };
@@ -239,6 +241,18 @@ __global__ void __launch_bounds__(HopperShape<Cfg>::kThreads, 1)
       p_regs[ks][3] = PackFloat2<T>(acc_s[0][2 * ks + 1][2], acc_s[0][2 * ks + 1][3]);
     }
   };
+  // Ping-pong: the consumers issue each block's MMAs in turn, a ring of
+  // barriers (kTurnBarrier + consumer, unconditional in the loop: a branch
+  // around them makes ptxas serialize the wgmmas): consumer c waits for
+  // c-1's turn at the same block, consumer 0 for the last one's at the
+  // block before, and for itself at the first (its own arrival here). The
+  // turn the last consumer passes at the last block is taken by consumer 0
+  // after the loop, so every barrier's arrivals match its waits; all
+  // consumers of a CTA visit the same key blocks.
+  constexpr int kTurnBarrier = 1 + Cfg::kConsumers;  // after the epilogue's barriers
+  if constexpr (Cfg::kPingPong) {
+    if (consumer == 0) Warpgroup::ArrivePair(kTurnBarrier);
+  }
   if (n_count > 0) {
     float alpha[1][2];
     Warpgroup::FenceOperands(acc_s);
@@ -252,12 +266,16 @@ __global__ void __launch_bounds__(HopperShape<Cfg>::kThreads, 1)
   }
   for (int i = 1; i < n_count; ++i) {
     float alpha[1][2];
+    if constexpr (Cfg::kPingPong) Warpgroup::SyncPair(kTurnBarrier + consumer);
     Warpgroup::FenceOperands(acc_s);
     Warpgroup::FenceOperands(acc_o);
     Warpgroup::FenceOperands(p_regs);
     Warpgroup::Fence();
     issue_qk(i);
     issue_pv(i - 1);
+    if constexpr (Cfg::kPingPong) {
+      Warpgroup::ArrivePair(kTurnBarrier + (consumer + 1) % Cfg::kConsumers);
+    }
     Warpgroup::Wait<1>();  // S(i) has landed; P·V may still run
     Warpgroup::FenceOperands(acc_s);
     Mbarrier::Arrive(empty_k(i % kStages));
@@ -276,6 +294,9 @@ __global__ void __launch_bounds__(HopperShape<Cfg>::kThreads, 1)
     Warpgroup::Wait<0>();
     Warpgroup::FenceOperands(acc_o);
     Mbarrier::Arrive(empty_v((n_count - 1) % kStages));
+  }
+  if constexpr (Cfg::kPingPong) {
+    if (consumer == 0) Warpgroup::SyncPair(kTurnBarrier);
   }
 
   // Epilogue: normalise, the LSE, O staged through this consumer's rows of

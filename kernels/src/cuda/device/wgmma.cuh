@@ -94,6 +94,14 @@ struct Warpgroup {
   __device__ __forceinline__ static void Sync(int id) {
     asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory");
   }
+  // Barrier `id` (1..15) of two warpgroups' 256 threads: one waits on it
+  // (SyncPair), the other only signals it (ArrivePair, never blocks).
+  __device__ __forceinline__ static void SyncPair(int id) {
+    asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
+  }
+  __device__ __forceinline__ static void ArrivePair(int id) {
+    asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
+  }
 };
 
 // The element types' PTX names and imm-trans-b, for the asm below.
