@@ -104,191 +104,147 @@ struct Warpgroup {
   }
 };
 
-// The element types' PTX names and imm-trans-b, for the asm below.
-#define ATTN_WGMMA_DISPATCH(OP)                          \
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {      \
-    if constexpr (kTransB) {                             \
-      OP("bf16.bf16", "1");                              \
-    } else {                                             \
-      OP("bf16.bf16", "0");                              \
-    }                                                    \
-  } else {                                               \
-    static_assert(std::is_same_v<T, __half>, "fp16 or bf16"); \
-    if constexpr (kTransB) {                             \
-      OP("f16.f16", "1");                                \
-    } else {                                             \
-      OP("f16.f16", "0");                                \
-    }                                                    \
-  }
-
 // wgmma.mma_async m64nNk16 with fp32 accumulators; `accumulate` false
-// overwrites D (scale-d 0). The operand lists are written out because
-// inline PTX takes no arrays.
+// overwrites D (scale-d 0). Inline PTX takes no arrays, so each shape's
+// operands are listed: ATTN_WGMMA_D<N> the accumulators d[0][0..N/8) as
+// "+f" operands %0..%(N/2-1), ATTN_WGMMA_R<N> their names in the asm, each
+// N's lists extending the next smaller one's (N a multiple of 16).
 template <int N>
 struct Wgmma;
 
-// Each N's accumulator operands extend the smaller N's.
-#define ATTN_WGMMA_D64_OPERANDS \
-        "+f"(d[0][0][0]), "+f"(d[0][0][1]), "+f"(d[0][0][2]), "+f"(d[0][0][3]), \
-        "+f"(d[0][1][0]), "+f"(d[0][1][1]), "+f"(d[0][1][2]), "+f"(d[0][1][3]), \
-        "+f"(d[0][2][0]), "+f"(d[0][2][1]), "+f"(d[0][2][2]), "+f"(d[0][2][3]), \
-        "+f"(d[0][3][0]), "+f"(d[0][3][1]), "+f"(d[0][3][2]), "+f"(d[0][3][3]), \
-        "+f"(d[0][4][0]), "+f"(d[0][4][1]), "+f"(d[0][4][2]), "+f"(d[0][4][3]), \
-        "+f"(d[0][5][0]), "+f"(d[0][5][1]), "+f"(d[0][5][2]), "+f"(d[0][5][3]), \
-        "+f"(d[0][6][0]), "+f"(d[0][6][1]), "+f"(d[0][6][2]), "+f"(d[0][6][3]), \
-        "+f"(d[0][7][0]), "+f"(d[0][7][1]), "+f"(d[0][7][2]), "+f"(d[0][7][3])
+#define ATTN_WGMMA_TILE(t) \
+  "+f"(d[0][t][0]), "+f"(d[0][t][1]), "+f"(d[0][t][2]), "+f"(d[0][t][3])
+#define ATTN_WGMMA_D16 ATTN_WGMMA_TILE(0), ATTN_WGMMA_TILE(1)
+#define ATTN_WGMMA_D32 ATTN_WGMMA_D16, ATTN_WGMMA_TILE(2), ATTN_WGMMA_TILE(3)
+#define ATTN_WGMMA_D48 ATTN_WGMMA_D32, ATTN_WGMMA_TILE(4), ATTN_WGMMA_TILE(5)
+#define ATTN_WGMMA_D64 ATTN_WGMMA_D48, ATTN_WGMMA_TILE(6), ATTN_WGMMA_TILE(7)
+#define ATTN_WGMMA_D80 ATTN_WGMMA_D64, ATTN_WGMMA_TILE(8), ATTN_WGMMA_TILE(9)
+#define ATTN_WGMMA_D96 ATTN_WGMMA_D80, ATTN_WGMMA_TILE(10), ATTN_WGMMA_TILE(11)
+#define ATTN_WGMMA_D112 ATTN_WGMMA_D96, ATTN_WGMMA_TILE(12), ATTN_WGMMA_TILE(13)
+#define ATTN_WGMMA_D128 ATTN_WGMMA_D112, ATTN_WGMMA_TILE(14), ATTN_WGMMA_TILE(15)
+#define ATTN_WGMMA_D144 ATTN_WGMMA_D128, ATTN_WGMMA_TILE(16), ATTN_WGMMA_TILE(17)
+#define ATTN_WGMMA_D160 ATTN_WGMMA_D144, ATTN_WGMMA_TILE(18), ATTN_WGMMA_TILE(19)
+#define ATTN_WGMMA_D176 ATTN_WGMMA_D160, ATTN_WGMMA_TILE(20), ATTN_WGMMA_TILE(21)
+#define ATTN_WGMMA_D192 ATTN_WGMMA_D176, ATTN_WGMMA_TILE(22), ATTN_WGMMA_TILE(23)
+#define ATTN_WGMMA_D208 ATTN_WGMMA_D192, ATTN_WGMMA_TILE(24), ATTN_WGMMA_TILE(25)
+#define ATTN_WGMMA_D224 ATTN_WGMMA_D208, ATTN_WGMMA_TILE(26), ATTN_WGMMA_TILE(27)
+#define ATTN_WGMMA_D240 ATTN_WGMMA_D224, ATTN_WGMMA_TILE(28), ATTN_WGMMA_TILE(29)
+#define ATTN_WGMMA_D256 ATTN_WGMMA_D240, ATTN_WGMMA_TILE(30), ATTN_WGMMA_TILE(31)
+#define ATTN_WGMMA_R16 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define ATTN_WGMMA_R32 ATTN_WGMMA_R16 ", %8, %9, %10, %11, %12, %13, %14, %15"
+#define ATTN_WGMMA_R48 ATTN_WGMMA_R32 ", %16, %17, %18, %19, %20, %21, %22, %23"
+#define ATTN_WGMMA_R64 ATTN_WGMMA_R48 ", %24, %25, %26, %27, %28, %29, %30, %31"
+#define ATTN_WGMMA_R80 ATTN_WGMMA_R64 ", %32, %33, %34, %35, %36, %37, %38, %39"
+#define ATTN_WGMMA_R96 ATTN_WGMMA_R80 ", %40, %41, %42, %43, %44, %45, %46, %47"
+#define ATTN_WGMMA_R112 ATTN_WGMMA_R96 ", %48, %49, %50, %51, %52, %53, %54, %55"
+#define ATTN_WGMMA_R128 ATTN_WGMMA_R112 ", %56, %57, %58, %59, %60, %61, %62, %63"
+#define ATTN_WGMMA_R144 ATTN_WGMMA_R128 ", %64, %65, %66, %67, %68, %69, %70, %71"
+#define ATTN_WGMMA_R160 ATTN_WGMMA_R144 ", %72, %73, %74, %75, %76, %77, %78, %79"
+#define ATTN_WGMMA_R176 ATTN_WGMMA_R160 ", %80, %81, %82, %83, %84, %85, %86, %87"
+#define ATTN_WGMMA_R192 ATTN_WGMMA_R176 ", %88, %89, %90, %91, %92, %93, %94, %95"
+#define ATTN_WGMMA_R208 ATTN_WGMMA_R192 ", %96, %97, %98, %99, %100, %101, %102, %103"
+#define ATTN_WGMMA_R224 ATTN_WGMMA_R208 ", %104, %105, %106, %107, %108, %109, %110, %111"
+#define ATTN_WGMMA_R240 ATTN_WGMMA_R224 ", %112, %113, %114, %115, %116, %117, %118, %119"
+#define ATTN_WGMMA_R256 ATTN_WGMMA_R240 ", %120, %121, %122, %123, %124, %125, %126, %127"
 
-#define ATTN_WGMMA_D128_OPERANDS ATTN_WGMMA_D64_OPERANDS, \
-        "+f"(d[0][8][0]), "+f"(d[0][8][1]), "+f"(d[0][8][2]), "+f"(d[0][8][3]), \
-        "+f"(d[0][9][0]), "+f"(d[0][9][1]), "+f"(d[0][9][2]), "+f"(d[0][9][3]), \
-        "+f"(d[0][10][0]), "+f"(d[0][10][1]), "+f"(d[0][10][2]), "+f"(d[0][10][3]), \
-        "+f"(d[0][11][0]), "+f"(d[0][11][1]), "+f"(d[0][11][2]), "+f"(d[0][11][3]), \
-        "+f"(d[0][12][0]), "+f"(d[0][12][1]), "+f"(d[0][12][2]), "+f"(d[0][12][3]), \
-        "+f"(d[0][13][0]), "+f"(d[0][13][1]), "+f"(d[0][13][2]), "+f"(d[0][13][3]), \
-        "+f"(d[0][14][0]), "+f"(d[0][14][1]), "+f"(d[0][14][2]), "+f"(d[0][14][3]), \
-        "+f"(d[0][15][0]), "+f"(d[0][15][1]), "+f"(d[0][15][2]), "+f"(d[0][15][3])
+// The asm of one wgmma: the shape N, the operand numbers after the
+// accumulators (X0.. = N/2..), the element types' PTX name and imm-trans-b.
+// SS: A and B in shared memory (descriptors X0, X1; scale-d from X2).
+#define ATTN_WGMMA_SS_ASM(N, X0, X1, X2, TYPES, TRANS_B)                                   \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #X2 ", 0;\n"                            \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPES " {" ATTN_WGMMA_R##N \
+               "}, %" #X0 ", %" #X1 ", p, 1, 1, 0, " TRANS_B ";\n}\n"                       \
+               : ATTN_WGMMA_D##N                                                          \
+               : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)))
+// RS: A in registers X0..X3 (the m16n8k16 A fragment of each warp's 16
+// rows), B's descriptor X4, scale-d from X5.
+#define ATTN_WGMMA_RS_ASM(N, X0, X1, X2, X3, X4, X5, TYPES, TRANS_B)                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #X5 ", 0;\n"                            \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPES " {" ATTN_WGMMA_R##N \
+               "}, {%" #X0 ", %" #X1 ", %" #X2 ", %" #X3 "}, %" #X4 ", p, 1, 1, " TRANS_B    \
+               ";\n}\n"                                                                   \
+               : ATTN_WGMMA_D##N                                                          \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),                 \
+                 "r"(static_cast<int>(accumulate)))
 
-#define ATTN_WGMMA_D176_OPERANDS ATTN_WGMMA_D128_OPERANDS, \
-        "+f"(d[0][16][0]), "+f"(d[0][16][1]), "+f"(d[0][16][2]), "+f"(d[0][16][3]), \
-        "+f"(d[0][17][0]), "+f"(d[0][17][1]), "+f"(d[0][17][2]), "+f"(d[0][17][3]), \
-        "+f"(d[0][18][0]), "+f"(d[0][18][1]), "+f"(d[0][18][2]), "+f"(d[0][18][3]), \
-        "+f"(d[0][19][0]), "+f"(d[0][19][1]), "+f"(d[0][19][2]), "+f"(d[0][19][3]), \
-        "+f"(d[0][20][0]), "+f"(d[0][20][1]), "+f"(d[0][20][2]), "+f"(d[0][20][3]), \
-        "+f"(d[0][21][0]), "+f"(d[0][21][1]), "+f"(d[0][21][2]), "+f"(d[0][21][3])
-
-template <>
-struct Wgmma<64> {
-  // D[64 x 64] (+)= A[64 x 16] · B[16 x 64], A and B in shared memory.
-  template <class T, bool kTransB>
-  __device__ __forceinline__ static void SS(float (&d)[1][8][4], uint64_t desc_a,
-                                            uint64_t desc_b, bool accumulate) {
-#define ATTN_WGMMA_SS(TYPES, TRANS_B)                                              \
-  asm volatile(                                                                  \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                          \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPES " {"                      \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"  \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
-      "}, %32, %33, p, 1, 1, 0, " TRANS_B ";\n}\n"                          \
-      : ATTN_WGMMA_D64_OPERANDS                                                    \
-      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)))
-    ATTN_WGMMA_DISPATCH(ATTN_WGMMA_SS);
-#undef ATTN_WGMMA_SS
+// OP(args..., types, imm-trans-b) for T and kTransB.
+#define ATTN_WGMMA_DISPATCH(OP, ...)                          \
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {           \
+    if constexpr (kTransB) {                                  \
+      OP(__VA_ARGS__, "bf16.bf16", "1");                      \
+    } else {                                                  \
+      OP(__VA_ARGS__, "bf16.bf16", "0");                      \
+    }                                                         \
+  } else {                                                    \
+    static_assert(std::is_same_v<T, __half>, "fp16 or bf16"); \
+    if constexpr (kTransB) {                                  \
+      OP(__VA_ARGS__, "f16.f16", "1");                        \
+    } else {                                                  \
+      OP(__VA_ARGS__, "f16.f16", "0");                        \
+    }                                                         \
   }
 
-  // D[64 x 64] (+)= A[64 x 16] · B[16 x 64], A in registers (the m16n8k16
-  // A fragment of each warp's 16 rows), B in shared memory.
-  template <class T, bool kTransB>
-  __device__ __forceinline__ static void RS(float (&d)[1][8][4], const uint32_t (&a)[4],
-                                            uint64_t desc_b, bool accumulate) {
-#define ATTN_WGMMA_RS(TYPES, TRANS_B)                                              \
-  asm volatile(                                                                  \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                          \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPES " {"                      \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"  \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
-      "}, {%32, %33, %34, %35}, %36, p, 1, 1, " TRANS_B ";\n}\n"   \
-      : ATTN_WGMMA_D64_OPERANDS                                                    \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),                 \
-        "r"(static_cast<int>(accumulate)))
-    ATTN_WGMMA_DISPATCH(ATTN_WGMMA_RS);
-#undef ATTN_WGMMA_RS
-  }
-};
+// Wgmma<N>: SS and RS of D[64 x N] (+)= A[64 x 16] · B[16 x N]; X0..X5
+// must be N/2..N/2+5 (the preprocessor cannot add).
+#define ATTN_WGMMA_SHAPE(N, X0, X1, X2, X3, X4, X5)                                          \
+  template <>                                                                                 \
+  struct Wgmma<N> {                                                                           \
+    template <class T, bool kTransB>                                                          \
+    __device__ __forceinline__ static void SS(float (&d)[1][N / 8][4], uint64_t desc_a,       \
+                                              uint64_t desc_b, bool accumulate) {             \
+      ATTN_WGMMA_DISPATCH(ATTN_WGMMA_SS_ASM, N, X0, X1, X2)                                   \
+    }                                                                                         \
+    template <class T, bool kTransB>                                                          \
+    __device__ __forceinline__ static void RS(float (&d)[1][N / 8][4], const uint32_t (&a)[4], \
+                                              uint64_t desc_b, bool accumulate) {             \
+      ATTN_WGMMA_DISPATCH(ATTN_WGMMA_RS_ASM, N, X0, X1, X2, X3, X4, X5)                       \
+    }                                                                                         \
+  };
 
-template <>
-struct Wgmma<128> {
-  // D[64 x 128] (+)= A[64 x 16] · B[16 x 128], A and B in shared memory.
-  template <class T, bool kTransB>
-  __device__ __forceinline__ static void SS(float (&d)[1][16][4], uint64_t desc_a,
-                                            uint64_t desc_b, bool accumulate) {
-#define ATTN_WGMMA_SS(TYPES, TRANS_B)                                              \
-  asm volatile(                                                                  \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                          \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPES " {"                      \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"  \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63" \
-      "}, %64, %65, p, 1, 1, 0, " TRANS_B ";\n}\n"                          \
-      : ATTN_WGMMA_D128_OPERANDS                                                    \
-      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)))
-    ATTN_WGMMA_DISPATCH(ATTN_WGMMA_SS);
-#undef ATTN_WGMMA_SS
-  }
+// The shapes the hopper family's tiles use (S's N = kBlockN, O's N = head_dim).
+ATTN_WGMMA_SHAPE(64, 32, 33, 34, 35, 36, 37)
+ATTN_WGMMA_SHAPE(80, 40, 41, 42, 43, 44, 45)
+ATTN_WGMMA_SHAPE(128, 64, 65, 66, 67, 68, 69)
+ATTN_WGMMA_SHAPE(176, 88, 89, 90, 91, 92, 93)
+ATTN_WGMMA_SHAPE(256, 128, 129, 130, 131, 132, 133)
 
-  // D[64 x 128] (+)= A[64 x 16] · B[16 x 128], A in registers (the m16n8k16
-  // A fragment of each warp's 16 rows), B in shared memory.
-  template <class T, bool kTransB>
-  __device__ __forceinline__ static void RS(float (&d)[1][16][4], const uint32_t (&a)[4],
-                                            uint64_t desc_b, bool accumulate) {
-#define ATTN_WGMMA_RS(TYPES, TRANS_B)                                              \
-  asm volatile(                                                                  \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                          \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPES " {"                      \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"  \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63" \
-      "}, {%64, %65, %66, %67}, %68, p, 1, 1, " TRANS_B ";\n}\n"   \
-      : ATTN_WGMMA_D128_OPERANDS                                                    \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),                 \
-        "r"(static_cast<int>(accumulate)))
-    ATTN_WGMMA_DISPATCH(ATTN_WGMMA_RS);
-#undef ATTN_WGMMA_RS
-  }
-};
-
-template <>
-struct Wgmma<176> {
-  // D[64 x 176] (+)= A[64 x 16] · B[16 x 176], A and B in shared memory.
-  template <class T, bool kTransB>
-  __device__ __forceinline__ static void SS(float (&d)[1][22][4], uint64_t desc_a,
-                                            uint64_t desc_b, bool accumulate) {
-#define ATTN_WGMMA_SS(TYPES, TRANS_B)                                              \
-  asm volatile(                                                                  \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %90, 0;\n"                          \
-      "wgmma.mma_async.sync.aligned.m64n176k16.f32." TYPES " {"                      \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"  \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63," \
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79," \
-      "%80, %81, %82, %83, %84, %85, %86, %87"                                 \
-      "}, %88, %89, p, 1, 1, 0, " TRANS_B ";\n}\n"                          \
-      : ATTN_WGMMA_D176_OPERANDS                                                    \
-      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)))
-    ATTN_WGMMA_DISPATCH(ATTN_WGMMA_SS);
-#undef ATTN_WGMMA_SS
-  }
-
-  // D[64 x 176] (+)= A[64 x 16] · B[16 x 176], A in registers (the m16n8k16
-  // A fragment of each warp's 16 rows), B in shared memory.
-  template <class T, bool kTransB>
-  __device__ __forceinline__ static void RS(float (&d)[1][22][4], const uint32_t (&a)[4],
-                                            uint64_t desc_b, bool accumulate) {
-#define ATTN_WGMMA_RS(TYPES, TRANS_B)                                              \
-  asm volatile(                                                                  \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %93, 0;\n"                          \
-      "wgmma.mma_async.sync.aligned.m64n176k16.f32." TYPES " {"                      \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"  \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31," \
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47," \
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63," \
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79," \
-      "%80, %81, %82, %83, %84, %85, %86, %87"                                 \
-      "}, {%88, %89, %90, %91}, %92, p, 1, 1, " TRANS_B ";\n}\n"   \
-      : ATTN_WGMMA_D176_OPERANDS                                                    \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),                 \
-        "r"(static_cast<int>(accumulate)))
-    ATTN_WGMMA_DISPATCH(ATTN_WGMMA_RS);
-#undef ATTN_WGMMA_RS
-  }
-};
-
+#undef ATTN_WGMMA_SHAPE
 #undef ATTN_WGMMA_DISPATCH
-#undef ATTN_WGMMA_D64_OPERANDS
-#undef ATTN_WGMMA_D128_OPERANDS
-#undef ATTN_WGMMA_D176_OPERANDS
+#undef ATTN_WGMMA_SS_ASM
+#undef ATTN_WGMMA_RS_ASM
+#undef ATTN_WGMMA_TILE
+#undef ATTN_WGMMA_D16
+#undef ATTN_WGMMA_D32
+#undef ATTN_WGMMA_D48
+#undef ATTN_WGMMA_D64
+#undef ATTN_WGMMA_D80
+#undef ATTN_WGMMA_D96
+#undef ATTN_WGMMA_D112
+#undef ATTN_WGMMA_D128
+#undef ATTN_WGMMA_D144
+#undef ATTN_WGMMA_D160
+#undef ATTN_WGMMA_D176
+#undef ATTN_WGMMA_D192
+#undef ATTN_WGMMA_D208
+#undef ATTN_WGMMA_D224
+#undef ATTN_WGMMA_D240
+#undef ATTN_WGMMA_D256
+#undef ATTN_WGMMA_R16
+#undef ATTN_WGMMA_R32
+#undef ATTN_WGMMA_R48
+#undef ATTN_WGMMA_R64
+#undef ATTN_WGMMA_R80
+#undef ATTN_WGMMA_R96
+#undef ATTN_WGMMA_R112
+#undef ATTN_WGMMA_R128
+#undef ATTN_WGMMA_R144
+#undef ATTN_WGMMA_R160
+#undef ATTN_WGMMA_R176
+#undef ATTN_WGMMA_R192
+#undef ATTN_WGMMA_R208
+#undef ATTN_WGMMA_R224
+#undef ATTN_WGMMA_R240
+#undef ATTN_WGMMA_R256
 
 }  // namespace attn::fa2
 
