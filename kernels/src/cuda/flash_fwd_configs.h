@@ -41,14 +41,12 @@ using FlashDecodeHdim128 = FlashDecodeTile<128>;
 using FlashDecodeHdim192 = FlashDecodeTile<192>;
 using FlashDecodeHdim256 = FlashDecodeTile<256>;
 
-// The hopper family's tiles (sm_90a), two stages, consumers in ping-pong
-// where it pays (FlashAttention-3's non-causal tiles): head_dim 64 takes 192 query rows
-// in three consumer warpgroups x 128 keys (an H100: 495 TFLOP/s against
-// 402 with 128 rows in two), head_dim 128 takes 128 rows in two x 176 keys
-// (646 against 587 with 128 keys; causal too, 572 against 553), head_dim
-// 256 takes 128 rows x 80 keys without ping-pong (747 against 649 with it,
-// bf16; the Ampere family's 8 warps ran 0.50x cuDNN). Other head_dims, and
-// the decode problems, run the Ampere family's tiles on sm_90 too.
+// The hopper family's tiles (sm_90a): FlashAttention-3's non-causal ones,
+// two stages. head_dim 64 takes 192 query rows in three consumers x 128
+// keys, 128 takes 128 rows in two x 176 keys, both with the consumers in
+// ping-pong; 256 takes 128 x 80 without it (each choice the faster one
+// measured: bench/RESULTS.md). Other head_dims, and the decode problems,
+// run the Ampere family's tiles on sm_90 too.
 using HopperFwdHdim64 = HopperFwdTile<64, 128, 3>;
 using HopperFwdHdim128 = HopperFwdTile<128, 176>;
 using HopperFwdHdim256 = HopperFwdTile<256, 80, 2, 2, false>;
